@@ -1,0 +1,434 @@
+// kiln/backend/eager.hpp: the reference backend.
+//
+// Runs any graph one node at a time, materialising every intermediate, in the plainest code
+// that is still correct: every other backend is tested against it. Floating-point sums and
+// matmuls accumulate in double, integer arithmetic wraps instead of overflowing, and every
+// run-time shape is checked (a mismatch throws kiln::shape_error naming the op and shapes).
+#pragma once
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numbers>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "../core/dtype.hpp"
+#include "../core/error.hpp"
+#include "../core/shape_rules.hpp"
+#include "../core/tensor.hpp"
+#include "../graph/graph.hpp"
+#include "../graph/ops.hpp"
+
+namespace kiln::eager {
+
+namespace detail {
+
+template <dtype D>
+compute_t<D> load(const std::byte* base, index_t off) {
+  return static_cast<compute_t<D>>(reinterpret_cast<const storage_t<D>*>(base)[off]);
+}
+template <dtype D>
+void store(std::byte* base, index_t off, compute_t<D> v) {
+  reinterpret_cast<storage_t<D>*>(base)[off] = storage_t<D>(v);
+}
+
+/// Integer arithmetic that wraps (two's complement) instead of invoking undefined behaviour.
+template <class T, class F>
+T wrapping(T a, T b, F f) {
+  using U = std::make_unsigned_t<T>;
+  return static_cast<T>(f(static_cast<U>(a), static_cast<U>(b)));
+}
+
+template <class T>
+T unary(op o, T x) {
+  switch (o) {
+    case op::neg:
+      if constexpr (std::is_integral_v<T>) return wrapping<T>(0, x, [](auto a, auto b) { return a - b; });
+      else return -x;
+    case op::abs:
+      if constexpr (std::is_integral_v<T>) return x < 0 ? wrapping<T>(0, x, [](auto a, auto b) { return a - b; }) : x;
+      else return std::abs(x);
+    case op::relu: return x < T(0) ? T(0) : x;  // NaN stays NaN
+    default: break;
+  }
+  if constexpr (std::is_floating_point_v<T>) {
+    constexpr T half = T(0.5), one = T(1);
+    switch (o) {
+      case op::exp: return std::exp(x);
+      case op::log: return std::log(x);
+      case op::sqrt: return std::sqrt(x);
+      case op::rsqrt: return one / std::sqrt(x);
+      case op::tanh: return std::tanh(x);
+      case op::sigmoid: return one / (one + std::exp(-x));
+      case op::gelu: return half * x * (one + std::erf(x * T(std::numbers::sqrt2 / 2)));
+      case op::gelu_tanh: {
+        const T k = T(0.7978845608028654);  // sqrt(2 / pi)
+        return half * x * (one + std::tanh(k * (x + T(0.044715) * x * x * x)));
+      }
+      case op::sin: return std::sin(x);
+      case op::cos: return std::cos(x);
+      case op::erf: return std::erf(x);
+      default: break;
+    }
+  }
+  throw std::logic_error("kiln: eager: unary op " + std::string(name(o)) + " has no rule for this dtype");
+}
+
+template <class T>
+T integer_pow(T base, T e) {
+  if (e < 0) throw std::invalid_argument("kiln: pow: integers to negative integer powers are not allowed");
+  T r = 1;
+  while (e > 0) {
+    if (e & 1) r = wrapping<T>(r, base, [](auto a, auto b) { return a * b; });
+    base = wrapping<T>(base, base, [](auto a, auto b) { return a * b; });
+    e >>= 1;
+  }
+  return r;
+}
+
+template <class T>
+T arith(op o, T a, T b) {
+  if constexpr (std::is_same_v<T, bool>) {
+    if (o == op::max) return a || b;
+    if (o == op::min) return a && b;
+  } else if constexpr (std::is_integral_v<T>) {
+    switch (o) {
+      case op::add: return wrapping(a, b, [](auto x, auto y) { return x + y; });
+      case op::sub: return wrapping(a, b, [](auto x, auto y) { return x - y; });
+      case op::mul: return wrapping(a, b, [](auto x, auto y) { return x * y; });
+      case op::max: return a < b ? b : a;
+      case op::min: return b < a ? b : a;
+      case op::pow: return integer_pow(a, b);
+      default: break;
+    }
+  } else {
+    switch (o) {
+      case op::add: return a + b;
+      case op::sub: return a - b;
+      case op::mul: return a * b;
+      case op::div: return a / b;
+      case op::max: return std::isnan(a) || std::isnan(b) ? std::numeric_limits<T>::quiet_NaN() : a < b ? b : a;
+      case op::min: return std::isnan(a) || std::isnan(b) ? std::numeric_limits<T>::quiet_NaN() : b < a ? b : a;
+      case op::pow: return std::pow(a, b);
+      default: break;
+    }
+  }
+  throw std::logic_error("kiln: eager: binary op " + std::string(name(o)) + " has no rule for this dtype");
+}
+
+template <class T>
+bool compare(op o, T a, T b) {
+  switch (o) {
+    case op::eq: return a == b;
+    case op::ne: return a != b;
+    case op::lt: return a < b;
+    case op::le: return a <= b;
+    case op::gt: return a > b;
+    case op::ge: return a >= b;
+    default: break;
+  }
+  throw std::logic_error("kiln: eager: not a comparison");
+}
+
+/// Strides of `t` as an operand of an op whose result has shape `out` (right-aligned; 0 on
+/// broadcast axes).
+inline dims broadcast_strides(const any_tensor& t, const dims& out) {
+  dims s;
+  s.rank = out.rank;
+  for (int i = 0; i < out.rank; ++i) {
+    const int j = t.rank() - out.rank + i;
+    s.e[i] = j < 0 || t.shape().e[j] == 1 ? 0 : t.strides().e[j];
+  }
+  return s;
+}
+
+/// Calls f(k, off0, off1, ...) for each element k (row-major) of `out`, with each operand's
+/// element offset.
+template <class F, class... T>
+void for_each_broadcast(const dims& out, F&& f, const T&... operands) {
+  const dims strides[] = {broadcast_strides(operands, out)...};
+  index_t k = 0;
+  for_each_index(out, [&](const index_t* idx) {
+    index_t off[sizeof...(T)]{};
+    for (std::size_t t = 0; t < sizeof...(T); ++t)
+      for (int i = 0; i < out.rank; ++i) off[t] += idx[i] * strides[t].e[i];
+    [&]<std::size_t... I>(std::index_sequence<I...>) { f(k, off[I]...); }(std::index_sequence_for<T...>{});
+    ++k;
+  });
+}
+
+inline dims broadcast_or_throw(op o, const dims& a, const dims& b) {
+  const broadcast_result r = broadcast(a, b);
+  if (!r.ok) throw shape_error(name(o), a, b, "cannot be broadcast together");
+  return r.shape;
+}
+
+inline any_tensor run_unary(const node& n, const any_tensor& x) {
+  any_tensor out(n.dt, x.shape());
+  visit(n.dt, [&]<dtype D>() {
+    if constexpr (D != dtype::boolean) {
+      for_each_broadcast(out.shape(), [&](index_t k, index_t o) {
+        store<D>(out.bytes(), k, unary<compute_t<D>>(n.o, load<D>(x.bytes(), o)));
+      }, x);
+    } else {
+      throw std::logic_error("kiln: eager: unary op on bool");
+    }
+  });
+  return out;
+}
+
+inline any_tensor run_binary(const node& n, const any_tensor& a, const any_tensor& b) {
+  any_tensor out(n.dt, broadcast_or_throw(n.o, a.shape(), b.shape()));
+  visit(a.dt(), [&]<dtype D>() {
+    for_each_broadcast(out.shape(), [&](index_t k, index_t oa, index_t ob) {
+      const auto x = load<D>(a.bytes(), oa), y = load<D>(b.bytes(), ob);
+      if (is_comparison(n.o)) store<dtype::boolean>(out.bytes(), k, compare(n.o, x, y));
+      else store<D>(out.bytes(), k, arith(n.o, x, y));
+    }, a, b);
+  });
+  return out;
+}
+
+inline any_tensor run_where(const node& n, const any_tensor& c, const any_tensor& a, const any_tensor& b) {
+  const dims s = broadcast_or_throw(op::where, broadcast_or_throw(op::where, c.shape(), a.shape()), b.shape());
+  any_tensor out(n.dt, s);
+  visit(n.dt, [&]<dtype D>() {
+    for_each_broadcast(s, [&](index_t k, index_t oc, index_t oa, index_t ob) {
+      store<D>(out.bytes(), k, load<dtype::boolean>(c.bytes(), oc) ? load<D>(a.bytes(), oa) : load<D>(b.bytes(), ob));
+    }, c, a, b);
+  });
+  return out;
+}
+
+/// Accumulator type of sums: double for floating point, the (wrapping) integer otherwise.
+template <dtype D>
+using accumulator_t = std::conditional_t<is_floating(D), double, compute_t<D>>;
+
+inline any_tensor run_reduce(const node& n, const any_tensor& x) {
+  const dims in = x.shape();
+  const dims out_shape = reduce_shape(in, n.axes, n.keepdim).shape;
+  any_tensor out(n.dt, out_shape);
+  // output offset of each input axis: 0 on reduced axes
+  dims ostride;
+  ostride.rank = in.rank;
+  index_t count = 1;
+  {
+    const dims cs = contiguous_strides(out_shape);
+    int j = 0;
+    for (int i = 0; i < in.rank; ++i) {
+      const bool reduced = n.axes & (1u << i);
+      if (reduced) count *= in.e[i];
+      ostride.e[i] = reduced ? 0 : cs.e[j];
+      if (!reduced || n.keepdim) ++j;
+    }
+  }
+  const index_t m = out_shape.numel();
+  if ((n.o == op::amax || n.o == op::amin) && count == 0 && m > 0)
+    throw shape_error(name(n.o), in, "cannot be reduced over an axis of extent 0");
+  visit(n.dt, [&]<dtype D>() {
+    using T = compute_t<D>;
+    if (n.o == op::sum || n.o == op::mean) {
+      if constexpr (D != dtype::boolean) {
+        using Acc = accumulator_t<D>;
+        std::vector<Acc> acc(static_cast<std::size_t>(m), Acc(0));
+        for_each_index(in, [&](const index_t* idx) {
+          index_t o = 0;
+          for (int i = 0; i < in.rank; ++i) o += idx[i] * ostride.e[i];
+          const Acc v = static_cast<Acc>(load<D>(x.bytes(), x.offset_of(idx)));
+          if constexpr (std::is_integral_v<Acc>) acc[o] = wrapping(acc[o], v, [](auto p, auto q) { return p + q; });
+          else acc[o] += v;
+        });
+        for (index_t k = 0; k < m; ++k) {
+          Acc v = acc[k];
+          if (n.o == op::mean) {
+            if constexpr (std::is_floating_point_v<Acc>) v = v / static_cast<Acc>(count);  // 0/0 = NaN
+          }
+          store<D>(out.bytes(), k, static_cast<T>(v));
+        }
+      } else {
+        throw std::logic_error("kiln: eager: sum of bool reached the backend");
+      }
+    } else {  // amax, amin
+      std::vector<T> best(static_cast<std::size_t>(m));
+      std::vector<char> seen(static_cast<std::size_t>(m), 0);
+      const bool is_max = n.o == op::amax;
+      for_each_index(in, [&](const index_t* idx) {
+        index_t o = 0;
+        for (int i = 0; i < in.rank; ++i) o += idx[i] * ostride.e[i];
+        const T v = load<D>(x.bytes(), x.offset_of(idx));
+        if (!seen[o]) {
+          best[o] = v;
+          seen[o] = 1;
+          return;
+        }
+        if constexpr (std::is_floating_point_v<T>) {
+          if (std::isnan(best[o])) return;
+          if (std::isnan(v)) {
+            best[o] = v;
+            return;
+          }
+        }
+        if (is_max ? best[o] < v : v < best[o]) best[o] = v;
+      });
+      for (index_t k = 0; k < m; ++k) store<D>(out.bytes(), k, best[k]);
+    }
+  });
+  return out;
+}
+
+inline any_tensor run_matmul(const node& n, const any_tensor& a, const any_tensor& b) {
+  const shape_result r = matmul_shape(a.shape(), b.shape());
+  if (!r.ok) throw shape_error("matmul", a.shape(), b.shape(), "do not match as [..., m, k] x [..., k, n]");
+  const dims s = r.shape;
+  any_tensor out(n.dt, s);
+  const int ra = a.rank(), rb = b.rank(), ro = s.rank;
+  const index_t m = s.e[ro - 2], nn = s.e[ro - 1], kk = a.shape().e[ra - 1];
+  dims batch = s;
+  batch.rank -= 2;
+  // batch strides of each operand, right-aligned to the output batch, 0 where broadcast
+  auto batch_strides = [&](const any_tensor& t) {
+    dims st;
+    st.rank = batch.rank;
+    for (int i = 0; i < batch.rank; ++i) {
+      const int j = t.rank() - 2 - batch.rank + i;
+      st.e[i] = j < 0 || t.shape().e[j] == 1 ? 0 : t.strides().e[j];
+    }
+    return st;
+  };
+  const dims sa = batch_strides(a), sb = batch_strides(b);
+  const index_t am = a.strides().e[ra - 2], ak = a.strides().e[ra - 1];
+  const index_t bk = b.strides().e[rb - 2], bn = b.strides().e[rb - 1];
+  visit(n.dt, [&]<dtype D>() {
+    if constexpr (D != dtype::boolean) {
+      using Acc = accumulator_t<D>;
+      index_t ob = 0;
+      for_each_index(batch, [&](const index_t* idx) {
+        index_t oa = 0, obb = 0;
+        for (int i = 0; i < batch.rank; ++i) {
+          oa += idx[i] * sa.e[i];
+          obb += idx[i] * sb.e[i];
+        }
+        for (index_t i = 0; i < m; ++i)
+          for (index_t j = 0; j < nn; ++j) {
+            Acc acc = 0;
+            for (index_t p = 0; p < kk; ++p) {
+              const Acc x = load<D>(a.bytes(), oa + i * am + p * ak);
+              const Acc y = load<D>(b.bytes(), obb + p * bk + j * bn);
+              if constexpr (std::is_integral_v<Acc>)
+                acc = wrapping(acc, wrapping(x, y, [](auto u, auto v) { return u * v; }),
+                               [](auto u, auto v) { return u + v; });
+              else acc += x * y;
+            }
+            store<D>(out.bytes(), ob + i * nn + j, static_cast<compute_t<D>>(acc));
+          }
+        ob += m * nn;
+      });
+    } else {
+      throw std::logic_error("kiln: eager: matmul of bool reached the backend");
+    }
+  });
+  return out;
+}
+
+inline any_tensor run_broadcast(const node& n, const any_tensor& x) {
+  dims to = n.shape;
+  for (int i = 0; i < to.rank; ++i) {
+    const int j = x.rank() - to.rank + i;
+    if (to.e[i] == dyn) {
+      if (j < 0) throw shape_error("broadcast", x.shape(), n.shape, "leave a dynamic target extent undetermined");
+      to.e[i] = x.shape().e[j];
+    }
+  }
+  if (!broadcastable_to(x.shape(), to)) throw shape_error("broadcast", x.shape(), to, "cannot be broadcast (source to target)");
+  any_tensor out(n.dt, to);
+  visit(n.dt, [&]<dtype D>() {
+    for_each_broadcast(to, [&](index_t k, index_t o) {
+      reinterpret_cast<storage_t<D>*>(out.bytes())[k] = reinterpret_cast<const storage_t<D>*>(x.bytes())[o];
+    }, x);
+  });
+  return out;
+}
+
+inline any_tensor run_concat(const node& n, const any_tensor& a, const any_tensor& b) {
+  const shape_result r = concat_shape(a.shape(), b.shape(), n.axis);
+  if (!r.ok) throw shape_error("concat", a.shape(), b.shape(), "differ outside axis " + std::to_string(n.axis));
+  any_tensor out(n.dt, r.shape);
+  const index_t na = a.shape().e[n.axis];
+  out.slice(n.axis, 0, na).copy_from(a);
+  out.slice(n.axis, na, to_end).copy_from(b);
+  return out;
+}
+
+inline any_tensor run_node(const node& n, const any_tensor* in) {
+  switch (kind_of(n.o)) {
+    case op_kind::unary: return run_unary(n, in[0]);
+    case op_kind::binary: return run_binary(n, in[0], in[1]);
+    case op_kind::ternary: return run_where(n, in[0], in[1], in[2]);
+    case op_kind::reduce: return run_reduce(n, in[0]);
+    case op_kind::matmul: return run_matmul(n, in[0], in[1]);
+    case op_kind::cast: {
+      any_tensor out(n.dt, in[0].shape());
+      out.copy_from(in[0]);
+      return out;
+    }
+    case op_kind::shape:
+      switch (n.o) {
+        case op::reshape: return in[0].contiguous().reshape(n.shape);
+        case op::permute: {
+          int p[max_rank];
+          for (int i = 0; i < n.shape.rank; ++i) p[i] = n.perm[i];
+          return in[0].permute(p, n.shape.rank);
+        }
+        case op::broadcast: return run_broadcast(n, in[0]);
+        case op::slice: return in[0].slice(n.axis, n.begin, n.end, n.step);
+        case op::concat: return run_concat(n, in[0], in[1]);
+        default: break;
+      }
+      break;
+    case op_kind::leaf: break;
+  }
+  throw std::logic_error("kiln: eager: no rule for op " + std::string(name(n.o)));
+}
+
+}  // namespace detail
+
+/// Evaluates every node of `g` in order; leaves take their values from `leaves` (by slot).
+/// Returns the graph's outputs, never aliasing a leaf's storage.
+template <class G>
+std::vector<any_tensor> run(const G& g, const std::vector<any_tensor>& leaves) {
+  if (static_cast<int>(leaves.size()) != g.leaves)
+    throw std::invalid_argument("kiln: eager: the graph has " + std::to_string(g.leaves) + " leaves, got " +
+                                std::to_string(leaves.size()) + " values");
+  std::vector<any_tensor> vals(g.nodes.size());
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    const node& n = g.nodes[i];
+    if (kind_of(n.o) == op_kind::leaf) {
+      const any_tensor& v = leaves[static_cast<std::size_t>(n.slot)];
+      if (!v.defined())
+        throw std::invalid_argument("kiln: eager: no value for " + std::string(name(n.o)) + " '" +
+                                    std::string(n.label()) + "'");
+      if (v.dt() != n.dt) throw dtype_error(std::string(name(n.o)) + " '" + std::string(n.label()) + "'", n.dt, v.dt());
+      vals[i] = v;
+      continue;
+    }
+    any_tensor in[3];
+    for (int j = 0; j < n.nin(); ++j) in[j] = vals[static_cast<std::size_t>(n.in[j])];
+    vals[i] = detail::run_node(n, in);
+  }
+  std::vector<any_tensor> outs;
+  for (int o : g.outputs) {
+    any_tensor v = vals[static_cast<std::size_t>(o)];
+    for (const any_tensor& l : leaves)
+      if (v.shares_storage(l)) {
+        v = v.clone();
+        break;
+      }
+    outs.push_back(v);
+  }
+  return outs;
+}
+
+}  // namespace kiln::eager

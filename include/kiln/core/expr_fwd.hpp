@@ -1,0 +1,21 @@
+// kiln/core/expr_fwd.hpp: what core types need to know about expressions.
+#pragma once
+
+#include <concepts>
+#include <type_traits>
+
+namespace kiln {
+
+class any_tensor;
+
+/// Every expression node derives from expr_base; the node types live in graph/expr.hpp.
+struct expr_base {};
+
+template <class E>
+concept expression = std::derived_from<std::remove_cvref_t<E>, expr_base>;
+
+/// Evaluates an expression with the eager reference backend (defined in graph/eval.hpp).
+template <expression E>
+any_tensor eval_any(const E& e);
+
+}  // namespace kiln

@@ -1,0 +1,142 @@
+// kiln/core/shape_rules.hpp: the static shape of each op's result, as constexpr functions on
+// shape values. Expression nodes use them while the user's code compiles; passes and the eager
+// backend use the same functions, so every layer agrees on what a shape means.
+//
+// Each rule returns {shape, ok}. A poisoned operand (an earlier error) gives a poisoned, ok
+// result, so one mistake is reported once.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+
+#include "shape.hpp"
+
+namespace kiln {
+
+/// Slice end meaning "up to the end of the axis".
+inline constexpr index_t to_end = std::numeric_limits<index_t>::max();
+
+struct shape_result {
+  dims shape;
+  bool ok = true;
+};
+
+constexpr shape_result poisoned_result() { return {dims::poison(), true}; }
+
+/// Reduction over the axes in `mask` (bit i = axis i).
+constexpr shape_result reduce_shape(const dims& in, std::uint32_t mask, bool keepdim) {
+  if (in.poisoned()) return poisoned_result();
+  if (in.rank < 32 && (mask >> in.rank) != 0) return {dims::poison(), false};
+  dims r;
+  for (int i = 0; i < in.rank; ++i) {
+    if (mask & (1u << i)) {
+      if (keepdim) r.e[r.rank++] = 1;
+    } else {
+      r.e[r.rank++] = in.e[i];
+    }
+  }
+  return {r, true};
+}
+
+/// Batched matmul [..., m, k] x [..., k, n] -> [..., m, n], batch extents broadcast.
+constexpr shape_result matmul_shape(const dims& a, const dims& b) {
+  if (a.poisoned() || b.poisoned()) return poisoned_result();
+  if (a.rank < 2 || b.rank < 2) return {dims::poison(), false};
+  if (!extents_compatible(a.e[a.rank - 1], b.e[b.rank - 2])) return {dims::poison(), false};
+  dims ba = a, bb = b;
+  ba.rank -= 2;
+  bb.rank -= 2;
+  const broadcast_result batch = broadcast(ba, bb);
+  if (!batch.ok) return {dims::poison(), false};
+  dims r = batch.shape;
+  r.e[r.rank++] = a.e[a.rank - 2];
+  r.e[r.rank++] = b.e[b.rank - 1];
+  return {r, true};
+}
+
+/// Reshape to `to`, where at most one extent may be dyn (inferred from the element count).
+constexpr shape_result reshape_shape(const dims& from, const dims& to) {
+  if (from.poisoned()) return poisoned_result();
+  int infer = -1;
+  index_t known = 1;
+  for (int i = 0; i < to.rank; ++i) {
+    if (to.e[i] == dyn) {
+      if (infer >= 0) return {dims::poison(), false};
+      infer = i;
+    } else {
+      known *= to.e[i];
+    }
+  }
+  if (!from.is_static()) return {to, true};  // checked at run time
+  dims r = to;
+  const index_t n = from.numel();
+  if (infer >= 0) {
+    if (known == 0 || n % known != 0) return {dims::poison(), false};
+    r.e[infer] = n / known;
+  } else if (known != n) {
+    return {dims::poison(), false};
+  }
+  return {r, true};
+}
+
+constexpr shape_result permute_shape(const dims& in, const std::int8_t* p, int n) {
+  if (in.poisoned()) return poisoned_result();
+  if (n != in.rank) return {dims::poison(), false};
+  dims r;
+  r.rank = n;
+  bool seen[max_rank]{};
+  for (int i = 0; i < n; ++i) {
+    if (p[i] < 0 || p[i] >= n || seen[p[i]]) return {dims::poison(), false};
+    seen[p[i]] = true;
+    r.e[i] = in.e[p[i]];
+  }
+  return {r, true};
+}
+
+struct slice_bounds {
+  index_t begin = 0, end = 0;
+  bool ok = true;
+};
+/// Resolves a slice's begin/end against a concrete extent n: negatives count from the end,
+/// to_end means n; then 0 <= begin <= end <= n must hold.
+constexpr slice_bounds resolve_slice(index_t n, index_t begin, index_t end, index_t step) {
+  slice_bounds s{begin < 0 ? begin + n : begin, end == to_end ? n : end < 0 ? end + n : end, true};
+  s.ok = step > 0 && s.begin >= 0 && s.begin <= s.end && s.end <= n;
+  return s;
+}
+constexpr index_t slice_extent(index_t begin, index_t end, index_t step) { return (end - begin + step - 1) / step; }
+
+constexpr shape_result slice_shape(const dims& in, int axis, index_t begin, index_t end, index_t step) {
+  if (in.poisoned()) return poisoned_result();
+  if (axis < 0 || axis >= in.rank || step <= 0) return {dims::poison(), false};
+  dims r = in;
+  const index_t n = in.e[axis];
+  if (n != dyn) {
+    const slice_bounds s = resolve_slice(n, begin, end, step);
+    if (!s.ok) return {dims::poison(), false};
+    r.e[axis] = slice_extent(s.begin, s.end, step);
+  } else if (begin >= 0 && end >= 0 && end != to_end) {
+    if (begin > end) return {dims::poison(), false};
+    r.e[axis] = slice_extent(begin, end, step);  // the run-time extent must reach `end`
+  } else {
+    r.e[axis] = dyn;
+  }
+  return {r, true};
+}
+
+constexpr shape_result concat_shape(const dims& a, const dims& b, int axis) {
+  if (a.poisoned() || b.poisoned()) return poisoned_result();
+  if (a.rank != b.rank || axis < 0 || axis >= a.rank) return {dims::poison(), false};
+  dims r = a;
+  for (int i = 0; i < a.rank; ++i) {
+    if (i == axis) {
+      r.e[i] = a.e[i] == dyn || b.e[i] == dyn ? dyn : a.e[i] + b.e[i];
+    } else {
+      if (!extents_compatible(a.e[i], b.e[i])) return {dims::poison(), false};
+      r.e[i] = a.e[i] == dyn ? b.e[i] : a.e[i];
+    }
+  }
+  return {r, true};
+}
+
+}  // namespace kiln

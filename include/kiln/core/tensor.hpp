@@ -1,0 +1,356 @@
+// kiln/core/tensor.hpp: owning tensors with 64-byte-aligned storage, and strided views.
+//
+// A tensor is a handle, like torch::Tensor: copying a tensor shares its storage, views (slice,
+// transpose, permute, reshape) share it too, and clone() makes a deep copy. `any_tensor` is the
+// dtype-erased, rank-erased form that backends work on; `tensor<T, R>` is the typed form users
+// hold, with its element type and rank known at compile time so expressions can be traced.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstring>
+#include <initializer_list>
+#include <memory>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "config.hpp"
+#include "dtype.hpp"
+#include "error.hpp"
+#include "expr_fwd.hpp"
+#include "shape.hpp"
+#include "shape_rules.hpp"
+
+namespace kiln {
+
+/// Alignment of every allocation, in bytes (a cache line, and the widest SIMD register).
+inline constexpr std::size_t storage_alignment = 64;
+
+/// Calls f(idx) for every multi-index of `shape` in row-major order (idx is an index_t array
+/// of length shape.rank). Does nothing for a shape with a zero extent.
+template <class F>
+void for_each_index(const dims& shape, F&& f) {
+  if (shape.numel() == 0) return;
+  std::array<index_t, max_rank> idx{};
+  const int r = shape.rank;
+  for (;;) {
+    f(static_cast<const index_t*>(idx.data()));
+    int d = r - 1;
+    while (d >= 0 && ++idx[d] == shape.e[d]) idx[d--] = 0;
+    if (d < 0) return;
+  }
+}
+
+class any_tensor {
+ public:
+  any_tensor() = default;
+
+  /// A new contiguous tensor, zero-filled.
+  any_tensor(dtype dt, const dims& shape) : dt_(dt), shape_(shape), strides_(contiguous_strides(shape)) {
+    for (int i = 0; i < shape.rank; ++i)
+      if (shape.e[i] < 0) throw shape_error("tensor", shape, "has a negative or dynamic extent");
+    const std::size_t bytes = static_cast<std::size_t>(shape.numel()) * size_of(dt);
+    const std::size_t padded = (bytes + storage_alignment - 1) / storage_alignment * storage_alignment;
+    auto* p = static_cast<std::byte*>(::operator new(padded ? padded : storage_alignment,
+                                                     std::align_val_t{storage_alignment}));
+    std::memset(p, 0, padded ? padded : storage_alignment);
+    mem_ = std::shared_ptr<std::byte>(p, [](std::byte* q) {
+      ::operator delete(q, std::align_val_t{storage_alignment});
+    });
+  }
+
+  bool defined() const { return mem_ != nullptr; }
+  dtype dt() const { return dt_; }
+  int rank() const { return shape_.rank; }
+  const dims& shape() const { return shape_; }
+  const dims& strides() const { return strides_; }
+  index_t offset() const { return offset_; }
+  index_t numel() const { return shape_.numel(); }
+  index_t size(int axis) const { return shape_.e[wrap_axis("size", axis)]; }
+
+  bool is_contiguous() const {
+    index_t expect = 1;
+    for (int i = shape_.rank - 1; i >= 0; --i) {
+      if (shape_.e[i] != 1 && strides_.e[i] != expect) return false;
+      expect *= shape_.e[i];
+    }
+    return true;
+  }
+  /// Whether both tensors view the same allocation (possible aliasing).
+  bool shares_storage(const any_tensor& o) const { return mem_ && mem_ == o.mem_; }
+
+  /// Address of the first element (the view's origin).
+  std::byte* bytes() const { return mem_.get() + offset_ * static_cast<index_t>(size_of(dt_)); }
+  template <class T>
+  T* data() const {
+    if (dtype_of<T> != dt_) throw dtype_error("data", dtype_of<T>, dt_);
+    return reinterpret_cast<T*>(bytes());
+  }
+  /// Element offset (from data()) of a multi-index.
+  index_t offset_of(const index_t* idx) const {
+    index_t o = 0;
+    for (int i = 0; i < shape_.rank; ++i) o += idx[i] * strides_.e[i];
+    return o;
+  }
+
+  // ---- views: share storage -------------------------------------------------------------
+
+  /// A view of [begin, end) with a stride of `step` along one axis. Negative begin/end count
+  /// from the end, `to_end` means the extent; then 0 <= begin <= end <= extent must hold.
+  any_tensor slice(int axis, index_t begin, index_t end, index_t step = 1) const {
+    const int a = wrap_axis("slice", axis);
+    const slice_bounds s = resolve_slice(shape_.e[a], begin, end, step);
+    if (!s.ok)
+      throw shape_error("slice", shape_,
+                        "cannot be sliced on axis " + std::to_string(axis) + " from " + std::to_string(begin) +
+                            " to " + (end == to_end ? std::string("end") : std::to_string(end)) + " by " +
+                            std::to_string(step));
+    any_tensor v = *this;
+    v.shape_.e[a] = slice_extent(s.begin, s.end, step);
+    v.offset_ += s.begin * strides_.e[a];
+    v.strides_.e[a] *= step;
+    return v;
+  }
+
+  /// Reorders axes: result axis i is this tensor's axis perm[i].
+  any_tensor permute(const int* perm, int n) const {
+    if (n != shape_.rank) throw shape_error("permute", shape_, "needs one entry per axis in the permutation");
+    any_tensor v = *this;
+    bool seen[max_rank]{};
+    for (int i = 0; i < n; ++i) {
+      const int p = wrap_axis("permute", perm[i]);
+      if (seen[p]) throw shape_error("permute", shape_, "got a permutation that repeats an axis");
+      seen[p] = true;
+      v.shape_.e[i] = shape_.e[p];
+      v.strides_.e[i] = strides_.e[p];
+    }
+    return v;
+  }
+  any_tensor permute(std::initializer_list<int> perm) const {
+    return permute(perm.begin(), static_cast<int>(perm.size()));
+  }
+
+  any_tensor transpose(int a, int b) const {
+    a = wrap_axis("transpose", a);
+    b = wrap_axis("transpose", b);
+    any_tensor v = *this;
+    std::swap(v.shape_.e[a], v.shape_.e[b]);
+    std::swap(v.strides_.e[a], v.strides_.e[b]);
+    return v;
+  }
+
+  /// A view with a new shape; one extent may be `dyn` and is inferred. The tensor must be
+  /// contiguous (call contiguous() first otherwise), so a reshape never copies silently.
+  any_tensor reshape(dims to) const {
+    int infer = -1;
+    index_t known = 1;
+    for (int i = 0; i < to.rank; ++i) {
+      if (to.e[i] == dyn) {
+        if (infer >= 0) throw shape_error("reshape", shape_, to, "are incompatible: more than one inferred extent");
+        infer = i;
+      } else if (to.e[i] < 0) {
+        throw shape_error("reshape", shape_, to, "are incompatible: negative extent");
+      } else {
+        known *= to.e[i];
+      }
+    }
+    if (infer >= 0) {
+      if (known == 0 || numel() % known != 0)
+        throw shape_error("reshape", shape_, to, "are incompatible: cannot infer the dynamic extent");
+      to.e[infer] = numel() / known;
+    }
+    if (to.numel() != numel()) throw shape_error("reshape", shape_, to, "have different element counts");
+    if (!is_contiguous())
+      throw shape_error("reshape", shape_, to, "need a contiguous source: call contiguous() first");
+    any_tensor v = *this;
+    v.shape_ = to;
+    v.strides_ = contiguous_strides(to);
+    return v;
+  }
+
+  // ---- copies --------------------------------------------------------------------------
+
+  /// A deep copy, contiguous.
+  any_tensor clone() const {
+    any_tensor r(dt_, shape_);
+    r.copy_from(*this);
+    return r;
+  }
+  /// This tensor if contiguous, else a contiguous copy.
+  any_tensor contiguous() const { return is_contiguous() ? *this : clone(); }
+
+  /// Copies src's elements into this tensor's elements (through both views' strides),
+  /// converting the dtype. Shapes must be equal. Safe when src and *this overlap.
+  void copy_from(const any_tensor& src) {
+    if (!(src.shape_ == shape_)) throw shape_error("assign", shape_, src.shape_, "differ");
+    const bool same_view = src.bytes() == bytes() && src.strides_ == strides_;
+    const any_tensor s = src.shares_storage(*this) && !same_view ? src.clone() : src;
+    visit(dt_, [&]<dtype D>() {
+      visit(s.dt_, [&]<dtype S>() {
+        auto* out = reinterpret_cast<storage_t<D>*>(bytes());
+        const auto* in = reinterpret_cast<const storage_t<S>*>(s.bytes());
+        for_each_index(shape_, [&](const index_t* idx) {
+          out[offset_of(idx)] = convert<D>(in[s.offset_of(idx)]);
+        });
+      });
+    });
+  }
+
+  /// Converts one stored element to dtype D's storage type (through compute types).
+  template <dtype D, class From>
+  static storage_t<D> convert(From x) {
+    if constexpr (std::is_same_v<From, bfloat16>) return convert<D>(static_cast<float>(x));
+    else if constexpr (D == dtype::boolean) return x != From{};
+    else if constexpr (D == dtype::bf16) return bfloat16(static_cast<float>(x));
+    else return static_cast<storage_t<D>>(x);
+  }
+
+ private:
+  int wrap_axis(const char* op, int axis) const {
+    const int a = axis < 0 ? axis + shape_.rank : axis;
+    if (a < 0 || a >= shape_.rank)
+      throw shape_error(op, shape_, "has no axis " + std::to_string(axis));
+    return a;
+  }
+
+  dtype dt_ = dtype::f32;
+  std::shared_ptr<std::byte> mem_;
+  dims shape_{}, strides_{};
+  index_t offset_ = 0;  // in elements
+};
+
+/// A typed tensor handle of rank R with element type T (see the top of this file).
+template <class T, int R>
+class tensor {
+  static_assert(is_element_v<T>, "kiln::tensor: element type must be bool, int32_t, int64_t, bfloat16, float or double");
+  static_assert(R >= 0 && R <= max_rank, "kiln::tensor: rank must be in [0, kiln::max_rank]");
+
+ public:
+  using value_type = T;
+  static constexpr int rank = R;
+  static constexpr dtype dt = dtype_of<T>;
+  using extents = std::array<index_t, R>;
+
+  /// An undefined tensor (no storage); assigning an expression to it allocates.
+  tensor() = default;
+  /// A new zero-filled tensor.
+  explicit tensor(const extents& shape) : t_(dt, dims(shape)) {}
+  /// A new tensor with the given values in row-major order.
+  tensor(const extents& shape, std::initializer_list<T> values) : t_(dt, dims(shape)) {
+    if (static_cast<index_t>(values.size()) != t_.numel())
+      throw shape_error("tensor", dims(shape), dims{static_cast<index_t>(values.size())},
+                        "disagree: the values do not fill the shape");
+    std::copy(values.begin(), values.end(), data());
+  }
+  /// Wraps a dtype-erased tensor, checking its dtype and rank.
+  explicit tensor(any_tensor t) : t_(std::move(t)) {
+    if (t_.dt() != dt) throw dtype_error("tensor", dt, t_.dt());
+    if (t_.rank() != R) throw shape_error("tensor", t_.shape(), "does not have rank " + std::to_string(R));
+  }
+  /// Evaluates an expression into a new tensor.
+  template <expression E>
+  tensor(const E& e) : tensor(eval_any(checked(e))) {}  // NOLINT: implicit, `tensor c = a + b;`
+
+  tensor(const tensor&) = default;
+  tensor(tensor&&) noexcept = default;
+  /// Assigning a tensor to a named tensor rebinds the handle (as in libtorch) ...
+  tensor& operator=(const tensor&) & = default;
+  tensor& operator=(tensor&&) & noexcept = default;
+  /// ... while assigning to a temporary view writes elements: `a.slice(0, 0, 2) = b;`.
+  tensor& operator=(const tensor& o) && {
+    t_.copy_from(o.t_);
+    return *this;
+  }
+  /// Evaluates an expression into this tensor's elements (shapes must match exactly), or into
+  /// new storage if this tensor is undefined. Reading and writing the same storage is safe:
+  /// `a = transpose(a) + a` is computed into fresh memory before it is written.
+  template <expression E>
+  tensor& operator=(const E& e) & {
+    assign(eval_any(checked(e)));
+    return *this;
+  }
+  template <expression E>
+  tensor& operator=(const E& e) && {
+    assign(eval_any(checked(e)));
+    return *this;
+  }
+
+  bool defined() const { return t_.defined(); }
+  const any_tensor& any() const { return t_; }
+  operator const any_tensor&() const { return t_; }  // NOLINT: binds where any_tensor is wanted
+
+  index_t size(int axis) const { return t_.size(axis); }
+  extents shape() const { return to_extents(t_.shape()); }
+  extents strides() const { return to_extents(t_.strides()); }
+  index_t numel() const { return t_.numel(); }
+  bool is_contiguous() const { return t_.is_contiguous(); }
+  T* data() const { return reinterpret_cast<T*>(t_.bytes()); }
+
+  /// Unchecked element access (a handle's constness does not make its elements const).
+  template <class... I>
+    requires(sizeof...(I) == R && (std::is_integral_v<I> && ...))
+  T& operator()(I... i) const {
+    const index_t idx[R > 0 ? R : 1]{static_cast<index_t>(i)...};
+    return data()[t_.offset_of(idx)];
+  }
+  /// Bounds-checked element access; throws std::out_of_range.
+  template <class... I>
+    requires(sizeof...(I) == R && (std::is_integral_v<I> && ...))
+  T& at(I... i) const {
+    const index_t idx[R > 0 ? R : 1]{static_cast<index_t>(i)...};
+    for (int d = 0; d < R; ++d)
+      if (idx[d] < 0 || idx[d] >= t_.shape().e[d])
+        throw std::out_of_range("kiln: at: index " + std::to_string(idx[d]) + " out of range for axis " +
+                                std::to_string(d) + " of shape " + to_string(t_.shape()));
+    return data()[t_.offset_of(idx)];
+  }
+
+  tensor slice(int axis, index_t begin, index_t end, index_t step = 1) const {
+    return tensor(t_.slice(axis, begin, end, step));
+  }
+  tensor transpose(int a = R - 2, int b = R - 1) const { return tensor(t_.transpose(a, b)); }
+  tensor permute(const std::array<int, R>& p) const { return tensor(t_.permute(p.data(), R)); }
+  template <int R2>
+  tensor<T, R2> reshape(const std::array<index_t, R2>& to) const {
+    return tensor<T, R2>(t_.reshape(dims(to)));
+  }
+  tensor contiguous() const { return tensor(t_.contiguous()); }
+  tensor clone() const { return tensor(t_.clone()); }
+
+  /// Copies (converting dtype) src's elements into this tensor, or adopts src if this tensor is
+  /// undefined. Throws shape_error if the shapes differ.
+  void assign(const any_tensor& src) {
+    if (!t_.defined()) {
+      *this = tensor(src.dt() == dt ? src : convert_copy(src));
+      return;
+    }
+    t_.copy_from(src);
+  }
+
+ private:
+  static extents to_extents(const dims& d) {
+    extents e{};
+    for (int i = 0; i < R; ++i) e[i] = d.e[i];
+    return e;
+  }
+  /// Compile-time checks of an expression assigned to this tensor type.
+  template <class E>
+  static const E& checked(const E& e) {
+    static_assert(E::shape.rank < 0 || E::shape.rank == R,
+                  "kiln: tensor<T, R> = expression: the expression's rank is not R");
+    static_assert(E::shape.rank < 0 || E::dt == dt,
+                  "kiln: tensor<T, R> = expression: the expression's dtype is not T's; use kiln::cast<dtype>(...)");
+    return e;
+  }
+  static any_tensor convert_copy(const any_tensor& src) {
+    any_tensor r(dt, src.shape());
+    r.copy_from(src);
+    return r;
+  }
+
+  any_tensor t_;
+};
+
+}  // namespace kiln

@@ -1,0 +1,79 @@
+// kiln/eval.hpp: evaluating an expression now, with the eager reference backend.
+//
+//   tensor<float, 2> c = a + b * 2;                       // bound tensors: eager style
+//   auto y = relu(matmul(input<"x", f32, shape<dyn, 4>>{}, param<"w", f32, shape<4, 3>>{}));
+//   auto out = eval(y, {{"x", x}, {"w", w}});           // placeholders bound by name
+#pragma once
+
+#include <initializer_list>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backend/eager.hpp"
+#include "core/tensor.hpp"
+#include "graph/expr.hpp"
+#include "graph/trace.hpp"
+
+namespace kiln {
+
+/// A tensor bound to a placeholder by name.
+struct feed {
+  std::string_view name;
+  any_tensor value;
+};
+
+/// The leaf table of graph g for expression value e, with placeholders bound from `feeds`.
+/// Throws if a placeholder has no tensor, a tensor has the wrong dtype or shape, or a feed
+/// names no placeholder of the graph.
+template <class G, expression E>
+std::vector<any_tensor> bind_leaves(const G& g, const E& e, std::initializer_list<feed> feeds) {
+  std::vector<any_tensor> leaves;
+  leaves.reserve(static_cast<std::size_t>(g.leaves));
+  collect_leaves(e, leaves);
+  std::vector<char> used(feeds.size(), 0);
+  for (const node& n : g.nodes) {
+    if (n.o != op::input && n.o != op::param) continue;
+    const std::string what = std::string(name(n.o)) + " '" + std::string(n.label()) + "'";
+    const feed* f = nullptr;
+    for (std::size_t i = 0; i < feeds.size(); ++i)
+      if (feeds.begin()[i].name == n.label()) {
+        f = feeds.begin() + i;
+        used[i] = 1;
+      }
+    if (!f) throw std::invalid_argument("kiln: eval: no tensor bound to " + what);
+    const any_tensor& t = f->value;
+    if (!t.defined()) throw std::invalid_argument("kiln: eval: the tensor bound to " + what + " is undefined");
+    if (t.dt() != n.dt) throw dtype_error(what, n.dt, t.dt());
+    bool fits = t.rank() == n.shape.rank;
+    for (int i = 0; fits && i < n.shape.rank; ++i) fits = n.shape.e[i] == dyn || n.shape.e[i] == t.shape().e[i];
+    if (!fits) throw shape_error(what, n.shape, t.shape(), "differ (declared, bound)");
+    leaves[static_cast<std::size_t>(n.slot)] = t;
+  }
+  for (std::size_t i = 0; i < feeds.size(); ++i)
+    if (!used[i])
+      throw std::invalid_argument("kiln: eval: the graph has no input or param named '" +
+                                  std::string(feeds.begin()[i].name) + "'");
+  return leaves;
+}
+
+/// Evaluates an expression with the eager backend, returning a dtype-erased tensor.
+template <expression E>
+any_tensor eval_any(const E& e, std::initializer_list<feed> feeds) {
+  constexpr const auto& g = traced<E>::value;
+  return eager::run(g, bind_leaves(g, e, feeds))[0];
+}
+template <expression E>
+any_tensor eval_any(const E& e) {
+  return eval_any(e, {});
+}
+
+/// Evaluates an expression with the eager backend into a new tensor of its dtype and rank.
+template <expression E>
+auto eval(const E& e, std::initializer_list<feed> feeds = {}) {
+  static_assert(!E::shape.poisoned(), "kiln: eval: the expression has a compile-time error (see above)");
+  return tensor<storage_t<E::dt>, E::shape.rank>(eval_any(e, feeds));
+}
+
+}  // namespace kiln

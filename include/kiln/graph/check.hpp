@@ -1,0 +1,57 @@
+// kiln/graph/check.hpp: compile-time errors a person can read.
+//
+// Each static mistake has one error type whose name says what went wrong and whose template
+// arguments are the op and the shapes (or dtypes), e.g.
+//   In instantiation of 'struct kiln::error::shapes_do_not_broadcast<kiln::op::add,
+//                        kiln::shape<3, 4>, kiln::shape<5>, false>'
+//   error: static assertion failed: kiln: operand shapes cannot be broadcast together ...
+// The op that detects the mistake instantiates the type with Ok = false; a failed op still
+// yields a node, with a poisoned shape that later checks accept, so one mistake gives one error.
+#pragma once
+
+#include "../core/dtype.hpp"
+#include "../core/shape.hpp"
+#include "ops.hpp"
+
+namespace kiln {
+
+template <int... A> struct axes {};
+template <int... P> struct perm {};
+
+namespace error {
+
+#define KILN_ERROR_TYPE(NAME, PARAMS, MESSAGE)                                     \
+  template <PARAMS, bool Ok>                                                       \
+  struct NAME {                                                                    \
+    static_assert(Ok, "kiln: " MESSAGE " (the op and shapes are named just above)"); \
+    static constexpr bool value = Ok;                                              \
+  }
+#define KILN_COMMA ,
+
+KILN_ERROR_TYPE(shapes_do_not_broadcast, op Op KILN_COMMA class A KILN_COMMA class B,
+                "operand shapes cannot be broadcast together");
+KILN_ERROR_TYPE(cannot_broadcast_to, class From KILN_COMMA class To, "shape cannot be broadcast to the target shape");
+KILN_ERROR_TYPE(matmul_shapes_do_not_match, class A KILN_COMMA class B,
+                "matmul needs [..., m, k] x [..., k, n] with broadcastable batch extents");
+KILN_ERROR_TYPE(reshape_element_counts_differ, class From KILN_COMMA class To,
+                "reshape must keep the element count (at most one extent may be dyn)");
+KILN_ERROR_TYPE(not_a_permutation, class Shape KILN_COMMA class Perm,
+                "permute needs each axis exactly once");
+KILN_ERROR_TYPE(axis_out_of_range, op Op KILN_COMMA class Shape KILN_COMMA class Axes,
+                "axis out of range for this shape");
+KILN_ERROR_TYPE(slice_out_of_range, class Shape KILN_COMMA class Axis_Begin_End_Step,
+                "slice needs 0 <= begin <= end <= extent (negatives count from the end) and step > 0");
+KILN_ERROR_TYPE(concat_shapes_do_not_match, class A KILN_COMMA class B KILN_COMMA class Axis,
+                "concat needs equal extents on every axis but the concatenation axis");
+KILN_ERROR_TYPE(dtype_not_supported, op Op KILN_COMMA dtype D, "this op does not accept this dtype");
+KILN_ERROR_TYPE(where_condition_not_bool, dtype Condition, "where needs a bool condition");
+
+#undef KILN_COMMA
+#undef KILN_ERROR_TYPE
+
+}  // namespace error
+
+/// Slice attributes carried in one type for error messages.
+template <int Axis, index_t Begin, index_t End, index_t Step> struct slice_args {};
+
+}  // namespace kiln

@@ -1,0 +1,583 @@
+// kiln/graph/expr.hpp: capture. Expression nodes, the operators and functions that build them,
+// and the compile-time shape and dtype checks.
+//
+// An expression's type is its graph: `exp(a) + b` has type
+//   ex::binary<op::add, ex::unary<op::exp, ex::bound<float, 2>>, ex::bound<float, 2>>.
+// Nodes only store their operands (by value, so returning an expression never dangles: a bound
+// tensor is a shared handle); they say nothing about how to compute. Each node type knows its
+// dtype and static shape and can describe itself as a graph node (make()); trace.hpp turns the
+// type into a graph value.
+//
+// Dtypes follow PyTorch: mixed operands promote (bool < i32 < i64 < bf16 < f32 < f64), C++
+// scalars are "weak" (x_f32 * 2.0 stays f32), float functions and `/` on integers give f32,
+// sum of integers gives i64. Promotion is made explicit in the graph with cast nodes.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "../core/dtype.hpp"
+#include "../core/fixed_string.hpp"
+#include "../core/shape.hpp"
+#include "../core/shape_rules.hpp"
+#include "../core/tensor.hpp"
+#include "check.hpp"
+#include "graph.hpp"
+#include "ops.hpp"
+
+namespace kiln {
+
+namespace detail {
+template <class S> struct is_shape : std::false_type {};
+template <index_t... E> struct is_shape<shape<E...>> : std::true_type {};
+
+constexpr dims all_dyn(int rank) {
+  dims d;
+  d.rank = rank;
+  for (int i = 0; i < rank; ++i) d.e[i] = dyn;
+  return d;
+}
+constexpr dims ok_or_poison(const shape_result& r) { return r.ok ? r.shape : dims::poison(); }
+
+constexpr node make_node(op o, dtype dt, const dims& shape) {
+  node n;
+  n.o = o;
+  n.dt = dt;
+  n.shape = shape;
+  return n;
+}
+}  // namespace detail
+
+/// A named placeholder leaf, bound to a tensor by name when the graph runs.
+template <op O, fixed_string Name, dtype D, class S>
+struct named_leaf : expr_base {
+  static_assert(detail::is_shape<S>::value, "kiln: a placeholder's third argument must be kiln::shape<...>");
+  static_assert(Name.size() > 0 && Name.size() <= max_name, "kiln: placeholder names have 1 to 31 characters");
+  static constexpr dtype dt = D;
+  static constexpr dims shape = S::value;
+  using kids = std::tuple<>;
+  static constexpr node make() {
+    node n = detail::make_node(O, D, shape);
+    n.set_name(Name.view());
+    return n;
+  }
+  constexpr std::tuple<> children() const { return {}; }
+  any_tensor leaf_value() const { return {}; }  // bound by name at evaluation
+};
+
+/// A model input: `input<"x", f32, shape<dyn, 784>>`.
+template <fixed_string Name, dtype D, class S>
+struct input : named_leaf<op::input, Name, D, S> {};
+/// A model parameter: `param<"w1", f32, shape<784, 256>>`.
+template <fixed_string Name, dtype D, class S>
+struct param : named_leaf<op::param, Name, D, S> {};
+
+namespace ex {
+
+/// A tensor captured by an eager-style expression (a handle: shares the tensor's storage).
+template <class T, int R>
+struct bound : expr_base {
+  tensor<T, R> t;
+  static constexpr dtype dt = dtype_of<T>;
+  static constexpr dims shape = detail::all_dyn(R);
+  using kids = std::tuple<>;
+  static constexpr node make() { return detail::make_node(op::bound, dt, shape); }
+  constexpr std::tuple<> children() const { return {}; }
+  any_tensor leaf_value() const {
+    if (!t.defined()) throw std::invalid_argument("kiln: an undefined tensor was used in an expression");
+    return t.any();
+  }
+};
+
+/// A C++ scalar in an expression (its value is read at run time; its dtype is fixed by the
+/// tensor it meets).
+template <dtype D>
+struct scalar : expr_base {
+  compute_t<D> v{};
+  static constexpr dtype dt = D;
+  static constexpr dims shape{};
+  using kids = std::tuple<>;
+  static constexpr node make() { return detail::make_node(op::scalar, D, shape); }
+  constexpr std::tuple<> children() const { return {}; }
+  any_tensor leaf_value() const {
+    any_tensor t(D, dims{});
+    *reinterpret_cast<storage_t<D>*>(t.bytes()) = storage_t<D>(v);
+    return t;
+  }
+};
+
+template <op O, class A>
+struct unary : expr_base {
+  A a;
+  static constexpr dtype dt = A::dt;
+  static constexpr dims shape = A::shape;
+  using kids = std::tuple<A>;
+  static constexpr node make() { return detail::make_node(O, dt, shape); }
+  constexpr auto children() const { return std::tie(a); }
+};
+
+template <op O, class A, class B>
+struct binary : expr_base {
+  A a;
+  B b;
+  static constexpr dtype dt = is_comparison(O) ? dtype::boolean : A::dt;
+  static constexpr dims shape = [] {
+    const broadcast_result r = broadcast(A::shape, B::shape);
+    return r.ok ? r.shape : dims::poison();
+  }();
+  using kids = std::tuple<A, B>;
+  static constexpr node make() { return detail::make_node(O, dt, shape); }
+  constexpr auto children() const { return std::tie(a, b); }
+};
+
+template <class C, class A, class B>
+struct select : expr_base {
+  C c;
+  A a;
+  B b;
+  static constexpr dtype dt = A::dt;
+  static constexpr dims shape = [] {
+    const broadcast_result r1 = broadcast(C::shape, A::shape);
+    const broadcast_result r2 = broadcast(r1.shape, B::shape);
+    return r1.ok && r2.ok ? r2.shape : dims::poison();
+  }();
+  using kids = std::tuple<C, A, B>;
+  static constexpr node make() { return detail::make_node(op::where, dt, shape); }
+  constexpr auto children() const { return std::tie(c, a, b); }
+};
+
+template <op O, std::uint32_t Mask, bool Keep, class A>
+struct reduce : expr_base {
+  A a;
+  static constexpr dtype dt = A::dt;
+  static constexpr dims shape = detail::ok_or_poison(reduce_shape(A::shape, Mask, Keep));
+  using kids = std::tuple<A>;
+  static constexpr node make() {
+    node n = detail::make_node(O, dt, shape);
+    n.axes = Mask;
+    n.keepdim = Keep;
+    return n;
+  }
+  constexpr auto children() const { return std::tie(a); }
+};
+
+template <class A, class B>
+struct matmul : expr_base {
+  A a;
+  B b;
+  static constexpr dtype dt = A::dt;
+  static constexpr dims shape = detail::ok_or_poison(matmul_shape(A::shape, B::shape));
+  using kids = std::tuple<A, B>;
+  static constexpr node make() { return detail::make_node(op::matmul, dt, shape); }
+  constexpr auto children() const { return std::tie(a, b); }
+};
+
+template <class S, class A>
+struct reshape : expr_base {
+  A a;
+  static constexpr dtype dt = A::dt;
+  static constexpr dims shape = detail::ok_or_poison(reshape_shape(A::shape, S::value));
+  using kids = std::tuple<A>;
+  static constexpr node make() { return detail::make_node(op::reshape, dt, shape); }
+  constexpr auto children() const { return std::tie(a); }
+};
+
+template <class P, class A>
+struct permute;
+template <int... P, class A>
+struct permute<perm<P...>, A> : expr_base {
+  A a;
+  static constexpr std::int8_t p[max_rank]{static_cast<std::int8_t>(P)...};
+  static constexpr dtype dt = A::dt;
+  static constexpr dims shape = detail::ok_or_poison(permute_shape(A::shape, p, sizeof...(P)));
+  using kids = std::tuple<A>;
+  static constexpr node make() {
+    node n = detail::make_node(op::permute, dt, shape);
+    for (int i = 0; i < static_cast<int>(sizeof...(P)); ++i) n.perm[i] = p[i];
+    return n;
+  }
+  constexpr auto children() const { return std::tie(a); }
+};
+
+template <class S, class A>
+struct broadcast : expr_base {
+  A a;
+  static constexpr dtype dt = A::dt;
+  static constexpr dims shape = broadcastable_to(A::shape, S::value) ? S::value : dims::poison();
+  using kids = std::tuple<A>;
+  static constexpr node make() { return detail::make_node(op::broadcast, dt, shape); }
+  constexpr auto children() const { return std::tie(a); }
+};
+
+template <int Axis, index_t Begin, index_t End, index_t Step, class A>
+struct slice : expr_base {
+  A a;
+  static constexpr dtype dt = A::dt;
+  static constexpr dims shape = detail::ok_or_poison(slice_shape(A::shape, Axis, Begin, End, Step));
+  using kids = std::tuple<A>;
+  static constexpr node make() {
+    node n = detail::make_node(op::slice, dt, shape);
+    n.axis = Axis;
+    n.begin = Begin;
+    n.end = End;
+    n.step = Step;
+    return n;
+  }
+  constexpr auto children() const { return std::tie(a); }
+};
+
+template <int Axis, class A, class B>
+struct concat : expr_base {
+  A a;
+  B b;
+  static constexpr dtype dt = A::dt;
+  static constexpr dims shape = detail::ok_or_poison(concat_shape(A::shape, B::shape, Axis));
+  using kids = std::tuple<A, B>;
+  static constexpr node make() {
+    node n = detail::make_node(op::concat, dt, shape);
+    n.axis = Axis;
+    return n;
+  }
+  constexpr auto children() const { return std::tie(a, b); }
+};
+
+template <dtype D, class A>
+struct cast : expr_base {
+  A a;
+  static constexpr dtype dt = D;
+  static constexpr dims shape = A::shape;
+  using kids = std::tuple<A>;
+  static constexpr node make() { return detail::make_node(op::cast, D, shape); }
+  constexpr auto children() const { return std::tie(a); }
+};
+
+}  // namespace ex
+
+// ---- operands ------------------------------------------------------------------------------
+
+namespace detail {
+template <class T> struct is_tensor : std::false_type {};
+template <class T, int R> struct is_tensor<tensor<T, R>> : std::true_type {};
+}  // namespace detail
+
+/// What may stand for a tensor in an expression: an expression or a kiln::tensor.
+template <class T>
+concept tensor_operand = expression<T> || detail::is_tensor<std::remove_cvref_t<T>>::value;
+/// A C++ number in an expression.
+template <class T>
+concept scalar_operand = std::is_arithmetic_v<std::remove_cvref_t<T>>;
+
+/// The expression node for an operand (a tensor becomes a bound leaf).
+template <tensor_operand X>
+constexpr auto as_expr(const X& x) {
+  if constexpr (expression<X>) return x;
+  else return ex::bound<typename X::value_type, X::rank>{{}, x};
+}
+
+/// `e` converted to dtype D (no node when it already has it).
+template <dtype D, class E>
+constexpr auto to_dtype(const E& e) {
+  if constexpr (E::dt == D) return e;
+  else return ex::cast<D, E>{{}, e};
+}
+
+template <dtype D, class S>
+constexpr ex::scalar<D> make_scalar(S s) {
+  return {{}, static_cast<compute_t<D>>(s)};
+}
+
+// ---- pointwise -----------------------------------------------------------------------------
+
+namespace detail {
+constexpr bool accepts_bool(op o) { return is_comparison(o) || o == op::max || o == op::min; }
+
+template <op O, class A, class B>
+constexpr auto binary_exprs(const A& a, const B& b) {
+  constexpr dtype p = promote(A::dt, B::dt);
+  constexpr dtype d = O == op::div ? float_result(p) : p;
+  (void)error::dtype_not_supported<O, d, d != dtype::boolean || accepts_bool(O)>::value;
+  (void)error::shapes_do_not_broadcast<O, as_shape<A::shape>, as_shape<B::shape>,
+                                       broadcast(A::shape, B::shape).ok>::value;
+  auto ca = to_dtype<d>(a);
+  auto cb = to_dtype<d>(b);
+  return ex::binary<O, decltype(ca), decltype(cb)>{{}, ca, cb};
+}
+
+/// The dtype a scalar takes next to a tensor of dtype t (and that the tensor is cast to).
+template <op O, class S>
+constexpr dtype scalar_pair_dtype(dtype t) {
+  const dtype d = promote_with_scalar(t, std::is_floating_point_v<S>);
+  return O == op::div ? float_result(d) : d;
+}
+}  // namespace detail
+
+/// Builds a binary pointwise node from any two operands (at least one a tensor operand).
+template <op O, class A, class B>
+  requires((tensor_operand<A> || scalar_operand<A>) && (tensor_operand<B> || scalar_operand<B>) &&
+           (tensor_operand<A> || tensor_operand<B>))
+constexpr auto binary_op(const A& a, const B& b) {
+  if constexpr (tensor_operand<A> && tensor_operand<B>) {
+    return detail::binary_exprs<O>(as_expr(a), as_expr(b));
+  } else if constexpr (tensor_operand<A>) {
+    using E = decltype(as_expr(a));
+    constexpr dtype d = detail::scalar_pair_dtype<O, B>(E::dt);
+    return detail::binary_exprs<O>(to_dtype<d>(as_expr(a)), make_scalar<d>(b));
+  } else {
+    using E = decltype(as_expr(b));
+    constexpr dtype d = detail::scalar_pair_dtype<O, A>(E::dt);
+    return detail::binary_exprs<O>(make_scalar<d>(a), to_dtype<d>(as_expr(b)));
+  }
+}
+
+#define KILN_BINARY(NAME, OP)                                          \
+  template <class A, class B>                                          \
+    requires requires(const A& a, const B& b) { binary_op<OP>(a, b); } \
+  constexpr auto NAME(const A& a, const B& b) {                        \
+    return binary_op<OP>(a, b);                                        \
+  }
+KILN_BINARY(operator+, op::add)
+KILN_BINARY(operator-, op::sub)
+KILN_BINARY(operator*, op::mul)
+KILN_BINARY(operator/, op::div)
+KILN_BINARY(operator<, op::lt)
+KILN_BINARY(operator<=, op::le)
+KILN_BINARY(operator>, op::gt)
+KILN_BINARY(operator>=, op::ge)
+KILN_BINARY(add, op::add)
+KILN_BINARY(sub, op::sub)
+KILN_BINARY(mul, op::mul)
+KILN_BINARY(div, op::div)
+KILN_BINARY(max, op::max)  ///< elementwise maximum; max(x) / max<axes...>(x) reduce
+KILN_BINARY(min, op::min)
+KILN_BINARY(pow, op::pow)
+KILN_BINARY(eq, op::eq)
+KILN_BINARY(ne, op::ne)
+KILN_BINARY(lt, op::lt)
+KILN_BINARY(le, op::le)
+KILN_BINARY(gt, op::gt)
+KILN_BINARY(ge, op::ge)
+#undef KILN_BINARY
+
+/// Builds a unary pointwise node; float functions of integers compute in f32.
+template <op O, tensor_operand X>
+constexpr auto unary_op(const X& x) {
+  using E = decltype(as_expr(x));
+  constexpr dtype d = is_float_unary(O) ? float_result(E::dt) : E::dt;
+  (void)error::dtype_not_supported<O, E::dt, d != dtype::boolean>::value;
+  auto c = to_dtype<d>(as_expr(x));
+  return ex::unary<O, decltype(c)>{{}, c};
+}
+
+#define KILN_UNARY(NAME, OP)              \
+  template <tensor_operand X>             \
+  constexpr auto NAME(const X& x) {       \
+    return unary_op<OP>(x);               \
+  }
+KILN_UNARY(operator-, op::neg)
+KILN_UNARY(neg, op::neg)
+KILN_UNARY(abs, op::abs)
+KILN_UNARY(exp, op::exp)
+KILN_UNARY(log, op::log)
+KILN_UNARY(sqrt, op::sqrt)
+KILN_UNARY(rsqrt, op::rsqrt)
+KILN_UNARY(tanh, op::tanh)
+KILN_UNARY(sigmoid, op::sigmoid)
+KILN_UNARY(relu, op::relu)
+KILN_UNARY(gelu, op::gelu)            ///< exact (erf) form, PyTorch's default
+KILN_UNARY(gelu_tanh, op::gelu_tanh)  ///< tanh approximation
+KILN_UNARY(sin, op::sin)
+KILN_UNARY(cos, op::cos)
+KILN_UNARY(erf, op::erf)
+#undef KILN_UNARY
+
+/// where(cond, a, b): a where cond is true, else b; cond must be bool. a or b may be scalars.
+template <tensor_operand C, class A, class B>
+  requires((tensor_operand<A> || scalar_operand<A>) && (tensor_operand<B> || scalar_operand<B>))
+constexpr auto where(const C& c, const A& a, const B& b) {
+  using CE = decltype(as_expr(c));
+  (void)error::where_condition_not_bool<CE::dt, CE::dt == dtype::boolean>::value;
+  constexpr dtype d = [] {
+    if constexpr (tensor_operand<A> && tensor_operand<B>)
+      return promote(decltype(as_expr(a))::dt, decltype(as_expr(b))::dt);
+    else if constexpr (tensor_operand<A>)
+      return promote_with_scalar(decltype(as_expr(a))::dt, std::is_floating_point_v<B>);
+    else if constexpr (tensor_operand<B>)
+      return promote_with_scalar(decltype(as_expr(b))::dt, std::is_floating_point_v<A>);
+    else
+      return std::is_floating_point_v<A> || std::is_floating_point_v<B> ? dtype::f32 : dtype::i64;
+  }();
+  auto side = [](const auto& v) {
+    if constexpr (tensor_operand<decltype(v)>) return to_dtype<d>(as_expr(v));
+    else return make_scalar<d>(v);
+  };
+  auto ce = as_expr(c);
+  auto ae = side(a);
+  auto be = side(b);
+  using AE = decltype(ae);
+  using BE = decltype(be);
+  constexpr broadcast_result r1 = broadcast(CE::shape, AE::shape);
+  (void)error::shapes_do_not_broadcast<op::where, as_shape<CE::shape>, as_shape<AE::shape>, r1.ok>::value;
+  (void)error::shapes_do_not_broadcast<op::where, as_shape<r1.shape>, as_shape<BE::shape>,
+                                       !r1.ok || broadcast(r1.shape, BE::shape).ok>::value;
+  return ex::select<CE, AE, BE>{{}, ce, ae, be};
+}
+
+/// cast<f64>(x): converts the element type.
+template <dtype D, tensor_operand X>
+constexpr auto cast(const X& x) {
+  return to_dtype<D>(as_expr(x));
+}
+
+// ---- reductions ------------------------------------------------------------------------------
+
+/// Tag for reductions that keep reduced axes as extent 1: sum<1>(x, keepdim).
+struct keepdim_t {};
+inline constexpr keepdim_t keepdim{};
+
+namespace detail {
+template <int... Ax>
+constexpr bool axes_valid(int rank) {
+  if (rank < 0) return true;  // poisoned operand: already reported
+  return ((Ax >= -rank && Ax < rank) && ...);
+}
+template <int... Ax>
+constexpr std::uint32_t axes_mask(int rank) {
+  if (rank < 0 || !axes_valid<Ax...>(rank)) return 0;
+  if constexpr (sizeof...(Ax) == 0) return rank >= 32 ? ~0u : (1u << rank) - 1u;
+  else return ((1u << (Ax < 0 ? Ax + rank : Ax)) | ...);
+}
+}  // namespace detail
+
+/// Reduction over the axes Ax... (all axes when none are given; negatives count from the end).
+template <op O, bool Keep, int... Ax, tensor_operand X>
+constexpr auto reduce_op(const X& x) {
+  using E = decltype(as_expr(x));
+  constexpr int r = E::shape.rank;
+  (void)error::axis_out_of_range<O, as_shape<E::shape>, axes<Ax...>, detail::axes_valid<Ax...>(r)>::value;
+  (void)error::dtype_not_supported<O, E::dt, O != op::mean || is_floating(E::dt)>::value;
+  // sums of integers and bools accumulate in i64, as in PyTorch
+  constexpr dtype d = O == op::sum && !is_floating(E::dt) ? dtype::i64 : E::dt;
+  auto c = to_dtype<d>(as_expr(x));
+  return ex::reduce<O, detail::axes_mask<Ax...>(r), Keep, decltype(c)>{{}, c};
+}
+
+#define KILN_REDUCTION(NAME, OP)                                              \
+  template <int... Ax, tensor_operand X>                                      \
+  constexpr auto NAME(const X& x) {                                           \
+    return reduce_op<OP, false, Ax...>(x);                                    \
+  }                                                                           \
+  template <int... Ax, tensor_operand X>                                      \
+  constexpr auto NAME(const X& x, keepdim_t) {                                \
+    return reduce_op<OP, true, Ax...>(x);                                     \
+  }
+KILN_REDUCTION(sum, op::sum)
+KILN_REDUCTION(mean, op::mean)
+KILN_REDUCTION(max, op::amax)
+KILN_REDUCTION(min, op::amin)
+KILN_REDUCTION(amax, op::amax)
+KILN_REDUCTION(amin, op::amin)
+#undef KILN_REDUCTION
+
+// ---- contraction ------------------------------------------------------------------------------
+
+/// Batched matrix product [..., m, k] x [..., k, n] -> [..., m, n]; batch extents broadcast.
+template <tensor_operand A, tensor_operand B>
+constexpr auto matmul(const A& a, const B& b) {
+  using EA = decltype(as_expr(a));
+  using EB = decltype(as_expr(b));
+  constexpr dtype d = promote(EA::dt, EB::dt);
+  (void)error::dtype_not_supported<op::matmul, d, d != dtype::boolean>::value;
+  (void)error::matmul_shapes_do_not_match<as_shape<EA::shape>, as_shape<EB::shape>,
+                                          matmul_shape(EA::shape, EB::shape).ok>::value;
+  auto ca = to_dtype<d>(as_expr(a));
+  auto cb = to_dtype<d>(as_expr(b));
+  return ex::matmul<decltype(ca), decltype(cb)>{{}, ca, cb};
+}
+
+// ---- shape ops ----------------------------------------------------------------------------------
+
+/// reshape<dyn, 784>(x): at most one extent may be dyn (inferred from the element count).
+template <index_t... To, tensor_operand X>
+constexpr auto reshape(const X& x) {
+  using E = decltype(as_expr(x));
+  (void)error::reshape_element_counts_differ<as_shape<E::shape>, shape<To...>,
+                                             reshape_shape(E::shape, shape<To...>::value).ok>::value;
+  return ex::reshape<shape<To...>, E>{{}, as_expr(x)};
+}
+
+/// permute<2, 0, 1>(x): result axis i is x's axis P[i].
+template <int... P, tensor_operand X>
+constexpr auto permute(const X& x) {
+  using E = decltype(as_expr(x));
+  constexpr std::int8_t p[max_rank]{static_cast<std::int8_t>(P)...};
+  (void)error::not_a_permutation<as_shape<E::shape>, perm<P...>,
+                                 E::shape.poisoned() || permute_shape(E::shape, p, sizeof...(P)).ok>::value;
+  return ex::permute<perm<P...>, E>{{}, as_expr(x)};
+}
+
+namespace detail {
+template <int R, int A, int B, std::size_t... I>
+constexpr auto swap_perm(std::index_sequence<I...>) {
+  constexpr int a = A < 0 ? A + R : A, b = B < 0 ? B + R : B;
+  return perm<(static_cast<int>(I) == a ? b : static_cast<int>(I) == b ? a : static_cast<int>(I))...>{};
+}
+template <class P> struct apply_permute;
+template <int... P> struct apply_permute<perm<P...>> {
+  template <class X> static constexpr auto run(const X& x) { return permute<P...>(x); }
+};
+}  // namespace detail
+
+/// Swaps two axes (by default the last two).
+template <int A = -2, int B = -1, tensor_operand X>
+constexpr auto transpose(const X& x) {
+  using E = decltype(as_expr(x));
+  constexpr int r = E::shape.rank < 0 ? 0 : E::shape.rank;
+  (void)error::axis_out_of_range<op::permute, as_shape<E::shape>, axes<A, B>,
+                                 E::shape.poisoned() || (A >= -r && A < r && B >= -r && B < r)>::value;
+  if constexpr (A >= -r && A < r && B >= -r && B < r)
+    return detail::apply_permute<decltype(detail::swap_perm<r, A, B>(std::make_index_sequence<r>{}))>::run(x);
+  else
+    return as_expr(x);
+}
+
+/// broadcast_to<4, 3>(x): NumPy broadcasting to an explicit shape.
+template <index_t... To, tensor_operand X>
+constexpr auto broadcast_to(const X& x) {
+  using E = decltype(as_expr(x));
+  (void)error::cannot_broadcast_to<as_shape<E::shape>, shape<To...>, broadcastable_to(E::shape, shape<To...>::value)>::value;
+  return ex::broadcast<shape<To...>, E>{{}, as_expr(x)};
+}
+
+/// slice<Axis, Begin, End, Step>(x): [Begin, End) by Step along Axis. Negative Begin/End count
+/// from the end; End = to_end (the default) means the whole axis.
+template <int Axis, index_t Begin, index_t End = to_end, index_t Step = 1, tensor_operand X>
+constexpr auto slice(const X& x) {
+  using E = decltype(as_expr(x));
+  constexpr int r = E::shape.rank;
+  constexpr int a = Axis < 0 ? Axis + r : Axis;
+  (void)error::slice_out_of_range<as_shape<E::shape>, slice_args<Axis, Begin, End, Step>,
+                                  slice_shape(E::shape, a, Begin, End, Step).ok>::value;
+  return ex::slice<a, Begin, End, Step, E>{{}, as_expr(x)};
+}
+
+/// concat<Axis>(a, b, ...): joins tensors along Axis.
+template <int Axis, tensor_operand A, tensor_operand B, tensor_operand... Rest>
+constexpr auto concat(const A& a, const B& b, const Rest&... rest) {
+  using EA = decltype(as_expr(a));
+  using EB = decltype(as_expr(b));
+  constexpr int r = EA::shape.rank;
+  constexpr int ax = Axis < 0 ? Axis + r : Axis;
+  constexpr dtype d = promote(EA::dt, EB::dt);
+  (void)error::concat_shapes_do_not_match<as_shape<EA::shape>, as_shape<EB::shape>, axes<Axis>,
+                                          concat_shape(EA::shape, EB::shape, ax).ok>::value;
+  auto ca = to_dtype<d>(as_expr(a));
+  auto cb = to_dtype<d>(as_expr(b));
+  auto joined = ex::concat<ax, decltype(ca), decltype(cb)>{{}, ca, cb};
+  if constexpr (sizeof...(Rest) == 0) return joined;
+  else return concat<Axis>(joined, rest...);
+}
+
+}  // namespace kiln

@@ -1,0 +1,180 @@
+// kiln/graph/graph.hpp: the graph value that every pass reads and writes, its freezing into a
+// fixed-size constant, and the validity check that runs between passes.
+//
+// A graph is a topologically ordered list of nodes: a node's inputs always come before it.
+// Leaves (input, param, bound, scalar) carry a slot: the position of their run-time value in
+// the leaf table a backend receives. A pass is an ordinary constexpr function graph -> graph;
+// it runs inside constant evaluation while the user's program compiles, and also at run time
+// in tests, where a debugger can step through it.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "../core/dtype.hpp"
+#include "../core/shape.hpp"
+#include "ops.hpp"
+
+namespace kiln {
+
+/// Longest leaf name, in characters.
+inline constexpr std::size_t max_name = 31;
+
+struct node {
+  op o = op::input;
+  dtype dt = dtype::f32;
+  dims shape{};                      ///< static shape: extents or dyn
+  std::array<int, 3> in{-1, -1, -1};  ///< inputs, by node index; arity(o) of them are used
+
+  // attributes, by op
+  std::uint32_t axes = 0;      ///< reductions: bit i set = reduce axis i of the input
+  bool keepdim = false;        ///< reductions
+  int axis = 0;                ///< slice, concat
+  index_t begin = 0, end = 0;  ///< slice: on axis, after wrapping negatives
+  index_t step = 1;            ///< slice
+  std::array<std::int8_t, max_rank> perm{};  ///< permute: result axis i is input axis perm[i]
+  int slot = -1;                             ///< leaves: index into the leaf table
+  std::array<char, max_name + 1> name{};     ///< input, param: the placeholder's name
+
+  constexpr int nin() const { return arity(o); }
+  constexpr std::string_view label() const {
+    std::size_t n = 0;
+    while (n < max_name && name[n]) ++n;
+    return {name.data(), n};
+  }
+  constexpr void set_name(std::string_view s) {
+    for (std::size_t i = 0; i < s.size() && i < max_name; ++i) name[i] = s[i];
+  }
+};
+
+/// The graph value. std::vector works inside constant evaluation as long as nothing allocated
+/// escapes it; freeze() turns a result into a fixed-size constant that may.
+struct graph {
+  std::vector<node> nodes;
+  std::vector<int> outputs;
+  int leaves = 0;  ///< size of the leaf table
+
+  constexpr int add(const node& n) {
+    nodes.push_back(n);
+    return static_cast<int>(nodes.size()) - 1;
+  }
+
+  /// Appends another graph's nodes (renumbering inputs and leaf slots after ours) and returns
+  /// the new index of its first output.
+  template <class G>
+  constexpr int append(const G& sub) {
+    const int base = static_cast<int>(nodes.size());
+    for (const node& s : sub.nodes) {
+      node n = s;
+      for (int j = 0; j < n.nin(); ++j) n.in[j] += base;
+      if (n.slot >= 0) n.slot += leaves;
+      nodes.push_back(n);
+    }
+    leaves += sub.leaves;
+    return sub.outputs[0] + base;
+  }
+};
+
+/// A graph frozen into arrays: a literal type that can be a static constexpr member.
+template <std::size_t N, std::size_t M>
+struct frozen_graph {
+  std::array<node, N> nodes{};
+  std::array<int, M> outputs{};
+  int leaves = 0;
+
+  constexpr graph thaw() const {
+    graph g;
+    g.nodes.assign(nodes.begin(), nodes.end());
+    g.outputs.assign(outputs.begin(), outputs.end());
+    g.leaves = leaves;
+    return g;
+  }
+};
+
+/// Freezes the graph returned by a captureless constexpr lambda. The lambda runs twice: once
+/// to size the arrays, once to fill them (the standard way out of constant-evaluation
+/// allocations).
+template <class Make>
+constexpr auto freeze(Make) {
+  constexpr std::size_t n = Make{}().nodes.size();
+  constexpr std::size_t m = Make{}().outputs.size();
+  const graph g = Make{}();
+  frozen_graph<n, m> f;
+  for (std::size_t i = 0; i < n; ++i) f.nodes[i] = g.nodes[i];
+  for (std::size_t i = 0; i < m; ++i) f.outputs[i] = g.outputs[i];
+  f.leaves = g.leaves;
+  return f;
+}
+
+/// Checks a graph's invariants; returns nullptr when valid, else what is wrong. Runs after
+/// every pass in tests and debug builds: `static_assert(!check_graph(g))`.
+template <class G>
+constexpr const char* check_graph(const G& g) {
+  const int n = static_cast<int>(g.nodes.size());
+  std::vector<int> slot_use(static_cast<std::size_t>(g.leaves > 0 ? g.leaves : 0), 0);
+  for (int i = 0; i < n; ++i) {
+    const node& x = g.nodes[i];
+    if (x.shape.rank < 0 || x.shape.rank > max_rank) return "node shape has an invalid rank";
+    for (int j = 0; j < x.nin(); ++j)
+      if (x.in[j] < 0 || x.in[j] >= i) return "node input is not an earlier node";
+    for (int j = x.nin(); j < 3; ++j)
+      if (x.in[j] != -1) return "node has more inputs than its op takes";
+    const auto in = [&](int j) -> const node& { return g.nodes[x.in[j]]; };
+    switch (kind_of(x.o)) {
+      case op_kind::leaf:
+        if (x.slot < 0 || x.slot >= g.leaves) return "leaf slot out of range";
+        ++slot_use[x.slot];
+        if ((x.o == op::input || x.o == op::param) && x.label().empty()) return "placeholder without a name";
+        break;
+      case op_kind::unary:
+        if (in(0).dt != x.dt || !(in(0).shape == x.shape)) return "unary node differs from its input";
+        break;
+      case op_kind::binary: {
+        if (in(0).dt != in(1).dt) return "binary node inputs differ in dtype";
+        if (x.dt != (is_comparison(x.o) ? dtype::boolean : in(0).dt)) return "binary node has the wrong dtype";
+        const broadcast_result b = broadcast(in(0).shape, in(1).shape);
+        if (!b.ok || !(b.shape == x.shape)) return "binary node shape is not the broadcast of its inputs";
+        break;
+      }
+      case op_kind::ternary: {
+        if (in(0).dt != dtype::boolean) return "where condition is not bool";
+        if (in(1).dt != x.dt || in(2).dt != x.dt) return "where branches differ from the result dtype";
+        const broadcast_result b = broadcast(broadcast(in(0).shape, in(1).shape).shape, in(2).shape);
+        if (!b.ok || !(b.shape == x.shape)) return "where shape is not the broadcast of its inputs";
+        break;
+      }
+      case op_kind::reduce:
+        if (in(0).dt != x.dt) return "reduction changes dtype";
+        if (x.axes >> in(0).shape.rank) return "reduction axis out of range";
+        break;
+      case op_kind::matmul:
+        if (in(0).dt != x.dt || in(1).dt != x.dt) return "matmul dtypes differ";
+        if (x.shape.rank < 2) return "matmul result has rank < 2";
+        break;
+      case op_kind::shape:
+        if (x.o != op::concat && in(0).dt != x.dt) return "shape op changes dtype";
+        if (x.o == op::concat && (in(0).dt != x.dt || in(1).dt != x.dt)) return "concat dtypes differ";
+        break;
+      case op_kind::cast: break;
+    }
+  }
+  for (int s : slot_use)
+    if (s != 1) return "a leaf slot is not used exactly once";
+  if (g.outputs.size() == 0) return "graph has no output";
+  for (int o : g.outputs)
+    if (o < 0 || o >= n) return "graph output out of range";
+  return nullptr;
+}
+
+/// Counts the nodes of one op (a convenience for static_assert in tests and explain output).
+template <class G>
+constexpr int count_op(const G& g, op o) {
+  int c = 0;
+  for (const node& x : g.nodes) c += x.o == o;
+  return c;
+}
+
+}  // namespace kiln

@@ -1,0 +1,9 @@
+// Assigning a rank-2 expression to a rank-1 tensor.
+// expect: rank is not R
+#include <kiln/kiln.hpp>
+using namespace kiln;
+int main() {
+  tensor<float, 2> a({2, 3});
+  tensor<float, 1> c = a + a;
+  (void)c;
+}

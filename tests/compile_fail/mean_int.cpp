@@ -1,0 +1,10 @@
+// mean of an integer tensor (as in PyTorch, cast to a float dtype first).
+// expect: dtype_not_supported
+// expect: op::mean
+// expect: dtype::i32
+#include <kiln/kiln.hpp>
+using namespace kiln;
+int main() {
+  auto y = mean<0>(input<"n", i32, shape<2, 3>>{});
+  (void)y;
+}

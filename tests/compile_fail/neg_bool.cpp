@@ -1,0 +1,10 @@
+// negating a bool tensor.
+// expect: dtype_not_supported
+// expect: op::neg
+// expect: dtype::boolean
+#include <kiln/kiln.hpp>
+using namespace kiln;
+int main() {
+  auto y = -input<"m", boolean, shape<2, 3>>{};
+  (void)y;
+}

@@ -1,0 +1,10 @@
+// permute that names axis 0 twice.
+// expect: not_a_permutation
+// expect: shape<3, 4>
+// expect: perm<0, 0>
+#include <kiln/kiln.hpp>
+using namespace kiln;
+int main() {
+  auto y = permute<0, 0>(input<"x", f32, shape<3, 4>>{});
+  (void)y;
+}

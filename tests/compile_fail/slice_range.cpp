@@ -1,0 +1,10 @@
+// slice [0, 9) of an axis of extent 4.
+// expect: slice_out_of_range
+// expect: shape<3, 4>
+// expect: slice_args<1, 0, 9, 1>
+#include <kiln/kiln.hpp>
+using namespace kiln;
+int main() {
+  auto y = slice<1, 0, 9>(input<"x", f32, shape<3, 4>>{});
+  (void)y;
+}

@@ -1,0 +1,57 @@
+// Helpers shared by the tests: fresh random inputs (seed printed on failure) and comparisons.
+#pragma once
+
+#include <doctest/doctest.h>
+#include <kiln/kiln.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+
+namespace kt {
+
+/// A generator seeded from std::random_device; the seed is reported if a check fails.
+inline std::mt19937_64& rng() {
+  static const std::uint64_t seed = std::random_device{}();
+  static std::mt19937_64 g(seed);
+  static const bool once = [] {
+    MESSAGE("random seed " << seed);
+    return true;
+  }();
+  (void)once;
+  return g;
+}
+
+template <class T, int R>
+kiln::tensor<T, R> random(const std::array<kiln::index_t, R>& shape, double lo = -2, double hi = 2) {
+  kiln::tensor<T, R> t(shape);
+  std::uniform_real_distribution<double> u(lo, hi);
+  T* p = t.data();
+  for (kiln::index_t i = 0; i < t.numel(); ++i) {
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) p[i] = static_cast<T>(std::floor(u(rng())));
+    else if constexpr (std::is_same_v<T, bool>) p[i] = u(rng()) > 0.5 * (lo + hi);
+    else p[i] = static_cast<T>(u(rng()));
+  }
+  return t;
+}
+
+/// |a - b| <= atol + rtol * |b|, with NaN equal to NaN.
+inline bool close(double a, double b, double rtol = 1e-6, double atol = 1e-6) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  if (std::isinf(a) || std::isinf(b)) return a == b;
+  return std::fabs(a - b) <= atol + rtol * std::fabs(b);
+}
+
+/// Calls f(idx) for each multi-index of a typed tensor's shape.
+template <class T, int R, class F>
+void each(const kiln::tensor<T, R>& t, F&& f) {
+  kiln::for_each_index(t.any().shape(), [&](const kiln::index_t* idx) { f(idx); });
+}
+
+/// Element of t at a multi-index array.
+template <class T, int R>
+T& at(const kiln::tensor<T, R>& t, const kiln::index_t* idx) {
+  return t.data()[t.any().offset_of(idx)];
+}
+
+}  // namespace kt

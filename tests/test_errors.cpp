@@ -1,0 +1,81 @@
+// Run-time mistakes throw kiln::shape_error (or dtype_error) naming the op and the shapes, and
+// nothing is written when they do.
+#include "support.hpp"
+
+using namespace kiln;
+
+namespace {
+/// Runs f, requires a shape_error, and returns its message.
+template <class F>
+std::string shape_error_of(F&& f) {
+  try {
+    f();
+  } catch (const shape_error& e) {
+    return e.what();
+  }
+  FAIL("no kiln::shape_error was thrown");
+  return {};
+}
+}  // namespace
+
+TEST_CASE("dynamic shapes that do not broadcast throw with op and both shapes") {
+  tensor<float, 2> a({3, 4}), b({3, 5});
+  const std::string m = shape_error_of([&] { tensor<float, 2> c = a + b; });
+  CHECK(m == "kiln: add: shapes [3, 4] and [3, 5] cannot be broadcast together");
+  const std::string w = shape_error_of([&] { tensor<float, 2> c = where(a > 0, a, b); });
+  CHECK(w.find("where") != std::string::npos);
+  CHECK(w.find("[3, 5]") != std::string::npos);
+  try {
+    tensor<float, 2> c = a * b;
+    FAIL("expected a shape_error");
+  } catch (const shape_error& e) {
+    CHECK(e.op() == "mul");
+    CHECK(e.lhs() == dims{3, 4});
+    CHECK(e.rhs() == dims{3, 5});
+  }
+}
+
+TEST_CASE("matmul, concat, reshape, slice and broadcast_to check run-time extents") {
+  tensor<float, 2> a({2, 3}), b({4, 5});
+  CHECK(shape_error_of([&] { tensor<float, 2> c = matmul(a, b); }) ==
+        "kiln: matmul: shapes [2, 3] and [4, 5] do not match as [..., m, k] x [..., k, n]");
+  CHECK(shape_error_of([&] { tensor<float, 2> c = concat<0>(a, b); }).find("concat: shapes [2, 3] and [4, 5]") !=
+        std::string::npos);
+  CHECK(shape_error_of([&] { tensor<float, 2> c = reshape<4, 2>(a); }).find("reshape: shapes [2, 3] and [4, 2]") !=
+        std::string::npos);
+  CHECK(shape_error_of([&] { tensor<float, 2> c = slice<1, 0, 4>(a); }).find("slice: shape [2, 3]") !=
+        std::string::npos);
+  CHECK(shape_error_of([&] { tensor<float, 2> c = broadcast_to<dyn, 6>(a); }).find("broadcast: shapes [2, 3]") !=
+        std::string::npos);
+}
+
+TEST_CASE("binding placeholders: wrong shape, wrong dtype, missing or unknown names") {
+  auto x = input<"x", f32, shape<dyn, 4>>{};
+  auto w = param<"w", f32, shape<4, 2>>{};
+  auto y = matmul(x, w);
+  tensor<float, 2> xv({3, 4}), wv({4, 2}), wrong({4, 3});
+  tensor<double, 2> wd({4, 2});
+  CHECK_NOTHROW(eval(y, {{"x", xv}, {"w", wv}}));
+  CHECK(shape_error_of([&] { eval(y, {{"x", xv}, {"w", wrong}}); }) ==
+        "kiln: param 'w': shapes [4, 2] and [4, 3] differ (declared, bound)");
+  CHECK(shape_error_of([&] { eval(y, {{"x", wrong}, {"w", wv}}); }).find("input 'x'") != std::string::npos);
+  CHECK_THROWS_WITH_AS(eval(y, {{"x", xv}, {"w", wd}}), "kiln: param 'w': expected dtype f32, got f64", dtype_error);
+  CHECK_THROWS_WITH_AS(eval(y, {{"x", xv}}), "kiln: eval: no tensor bound to param 'w'", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(eval(y, {{"x", xv}, {"w", wv}, {"z", wv}}),
+                       "kiln: eval: the graph has no input or param named 'z'", std::invalid_argument);
+  tensor<float, 2> undefined;
+  CHECK_THROWS_AS(eval(y, {{"x", xv}, {"w", undefined}}), std::invalid_argument);
+  CHECK_THROWS_AS((tensor<float, 2>(undefined + 1)), std::invalid_argument);
+}
+
+TEST_CASE("a failed assignment leaves the destination untouched") {
+  tensor<float, 2> a = kt::random<float, 2>({3, 4});
+  tensor<float, 2> b({3, 5});
+  tensor<float, 2> dest = kt::random<float, 2>({3, 4});
+  const tensor<float, 2> before = dest.clone();
+  CHECK_THROWS_AS(dest = a + b, shape_error);
+  // a result of the wrong shape is rejected before anything is written
+  CHECK_THROWS_WITH_AS(dest = transpose(a), doctest::Contains("assign: shapes [3, 4] and [4, 3]"), shape_error);
+  for (index_t i = 0; i < 3; ++i)
+    for (index_t j = 0; j < 4; ++j) REQUIRE(dest(i, j) == before(i, j));
+}

@@ -1,0 +1,144 @@
+// Tracing expression types into graph values; freezing; the validity check; passes called at
+// run time as ordinary functions.
+#include "support.hpp"
+
+using namespace kiln;
+
+namespace {
+using X = input<"x", f32, shape<dyn, 784>>;
+using W = param<"w1", f32, shape<784, 256>>;
+using B = param<"b1", f32, shape<256>>;
+using Layer = decltype(relu(matmul(X{}, W{}) + B{}));
+
+/// A small pass: drops interior nodes that no output reads (leaves stay, keeping slots). It is
+/// an ordinary constexpr function graph -> graph.
+constexpr graph drop_unused(const graph& g) {
+  std::vector<char> live(g.nodes.size(), 0);
+  for (int o : g.outputs) live[static_cast<std::size_t>(o)] = 1;
+  for (int i = static_cast<int>(g.nodes.size()) - 1; i >= 0; --i)
+    if (live[static_cast<std::size_t>(i)] || kind_of(g.nodes[static_cast<std::size_t>(i)].o) == op_kind::leaf)
+      for (int j = 0; j < g.nodes[static_cast<std::size_t>(i)].nin(); ++j)
+        live[static_cast<std::size_t>(g.nodes[static_cast<std::size_t>(i)].in[j])] = 1;
+  graph r;
+  r.leaves = g.leaves;
+  std::vector<int> at(g.nodes.size(), -1);
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    if (!live[i] && kind_of(g.nodes[i].o) != op_kind::leaf) continue;
+    node n = g.nodes[i];
+    for (int j = 0; j < n.nin(); ++j) n.in[j] = at[static_cast<std::size_t>(n.in[j])];
+    at[i] = r.add(n);
+  }
+  for (int o : g.outputs) r.outputs.push_back(at[static_cast<std::size_t>(o)]);
+  return r;
+}
+
+/// A plan type holding a pass result as a static constexpr member.
+template <class E>
+struct pruned_plan {
+  static constexpr auto graph = freeze([] { return drop_unused(traced<E>::value.thaw()); });
+};
+}  // namespace
+
+TEST_CASE("trace: nodes, order, shapes, dtypes and names of an MLP layer") {
+  constexpr const auto& g = traced<Layer>::value;
+  static_assert(g.nodes.size() == 6);  // x, w1, matmul, b1, add, relu
+  static_assert(g.leaves == 3);
+  static_assert(!check_graph(g));
+  static_assert(g.nodes[0].o == op::input && g.nodes[0].label() == "x");
+  static_assert(g.nodes[1].o == op::param && g.nodes[1].label() == "w1");
+  static_assert(g.nodes[2].o == op::matmul && g.nodes[2].in[0] == 0 && g.nodes[2].in[1] == 1);
+  static_assert(g.nodes[2].shape == dims{dyn, 256});
+  static_assert(g.nodes[4].o == op::add && g.nodes[4].in[1] == 3);
+  static_assert(g.nodes[5].o == op::relu && g.outputs[0] == 5);
+  static_assert(g.nodes[3].slot == 2);
+  static_assert(count_op(g, op::matmul) == 1);
+}
+
+TEST_CASE("trace: promotion casts and scalars are explicit nodes") {
+  using E = decltype(input<"n", i32, shape<3>>{} * 2.5 + input<"m", i32, shape<3>>{});
+  constexpr const auto& g = traced<E>::value;
+  static_assert(!check_graph(g));
+  static_assert(count_op(g, op::cast) == 2);  // both i32 operands become f32
+  static_assert(count_op(g, op::scalar) == 1);
+  static_assert(g.nodes[g.outputs[0]].dt == f32);
+  // the leaf table has one slot per leaf, numbered in trace order
+  std::vector<int> slots;
+  for (const node& n : g.nodes)
+    if (kind_of(n.o) == op_kind::leaf) slots.push_back(n.slot);
+  CHECK(slots == std::vector<int>{0, 1, 2});
+}
+
+TEST_CASE("trace: a sub-expression type is traced once and shared by every use") {
+  using Sub = decltype(exp(X{}) * 2.0f);
+  using E = decltype(Sub{} + Sub{});
+  constexpr const auto& s = traced<Sub>::value;
+  constexpr const auto& g = traced<E>::value;
+  static_assert(g.nodes.size() == 2 * s.nodes.size() + 1);  // appended twice (CSE merges later)
+  static_assert(g.leaves == 2 * s.leaves);
+  static_assert(!check_graph(g));
+}
+
+TEST_CASE("a deep expression traces without deep constant-evaluation recursion") {
+  auto e0 = input<"x", f32, shape<16>>{};
+  auto e1 = tanh(exp(e0) + 1.0f);
+  auto e2 = tanh(exp(e1) + 1.0f);
+  auto e3 = tanh(exp(e2) + 1.0f);
+  auto e4 = tanh(exp(e3) + 1.0f);
+  auto e5 = tanh(exp(e4) + 1.0f);
+  auto e6 = sigmoid(exp(e5) * e5 - e4);
+  constexpr const auto& g = traced<decltype(e6)>::value;
+  static_assert(!check_graph(g));
+  static_assert(g.nodes.size() > 20);
+  auto x = kt::random<float, 1>({16});
+  tensor<float, 1> got = eval(e6, {{"x", x}});
+  for (index_t i = 0; i < 16; ++i) {
+    float v = x(i), p = 0;
+    for (int k = 0; k < 5; ++k) {
+      p = v;
+      v = std::tanh(std::exp(v) + 1.0f);
+    }
+    REQUIRE(kt::close(got(i), 1 / (1 + std::exp(-(std::exp(v) * v - p))), 1e-5, 1e-6));
+  }
+}
+
+TEST_CASE("freezing a pass result into a plan type, checked statically and at run time") {
+  using P = pruned_plan<Layer>;
+  static_assert(P::graph.nodes.size() == 6);
+  static_assert(!check_graph(P::graph));
+  // the same pass as an ordinary run-time function, where a debugger can step through it
+  graph g = traced<Layer>::value.thaw();
+  node dead = g.nodes[5];  // a second relu nobody reads
+  dead.in[0] = 4;
+  g.add(dead);
+  CHECK(g.nodes.size() == 7);
+  const graph r = drop_unused(g);
+  CHECK(r.nodes.size() == 6);
+  CHECK(check_graph(r) == nullptr);
+  // pass results still evaluate the same under the eager backend
+  auto x = kt::random<float, 2>({3, 784});
+  auto w = kt::random<float, 2>({784, 256}, -0.1, 0.1);
+  auto b = kt::random<float, 1>({256});
+  auto leaves = bind_leaves(traced<Layer>::value, Layer{}, {{"x", x}, {"w1", w}, {"b1", b}});
+  auto before = eager::run(g, leaves)[0];
+  auto after = eager::run(r, leaves)[0];
+  tensor<float, 2> tb(before), ta(after);
+  for (index_t i = 0; i < 3; ++i)
+    for (index_t j = 0; j < 256; ++j) REQUIRE(tb(i, j) == ta(i, j));
+}
+
+TEST_CASE("check_graph catches broken graphs") {
+  graph g = traced<Layer>::value.thaw();
+  CHECK(check_graph(g) == nullptr);
+  graph forward_ref = g;
+  forward_ref.nodes[2].in[0] = 4;
+  CHECK(std::string(check_graph(forward_ref)) == "node input is not an earlier node");
+  graph bad_shape = g;
+  bad_shape.nodes[4].shape = dims{dyn, 255};
+  CHECK(std::string(check_graph(bad_shape)) == "binary node shape is not the broadcast of its inputs");
+  graph bad_slot = g;
+  bad_slot.nodes[3].slot = 0;
+  CHECK(std::string(check_graph(bad_slot)) == "a leaf slot is not used exactly once");
+  graph no_out = g;
+  no_out.outputs.clear();
+  CHECK(std::string(check_graph(no_out)) == "graph has no output");
+}

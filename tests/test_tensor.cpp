@@ -1,0 +1,139 @@
+// Owning tensors, 64-byte alignment, element access, views that share storage, copies.
+#include "support.hpp"
+
+#include <cstdint>
+
+using namespace kiln;
+
+TEST_CASE("a new tensor is zero-filled, contiguous and 64-byte aligned") {
+  for (index_t n : {1, 7, 17, 1023}) {
+    tensor<float, 2> t({n, 3});
+    CHECK(reinterpret_cast<std::uintptr_t>(t.data()) % 64 == 0);
+    CHECK(t.numel() == n * 3);
+    CHECK(t.is_contiguous());
+    for (index_t i = 0; i < t.numel(); ++i) REQUIRE(t.data()[i] == 0.0f);
+  }
+  tensor<double, 3> d({2, 3, 4});
+  CHECK(d.strides() == std::array<index_t, 3>{12, 4, 1});
+  CHECK(d.shape() == std::array<index_t, 3>{2, 3, 4});
+}
+
+TEST_CASE("empty tensors and rank 0") {
+  tensor<float, 2> e({0, 5});
+  CHECK(e.numel() == 0);
+  CHECK(e.defined());
+  tensor<float, 0> s(std::array<index_t, 0>{});
+  CHECK(s.numel() == 1);
+  s() = 4.5f;
+  CHECK(s() == 4.5f);
+  tensor<float, 1> u;
+  CHECK(!u.defined());
+}
+
+TEST_CASE("values are stored row-major; at() checks bounds") {
+  tensor<int, 2> t({2, 3}, {1, 2, 3, 4, 5, 6});
+  CHECK(t(0, 0) == 1);
+  CHECK(t(1, 2) == 6);
+  CHECK(t.at(1, 0) == 4);
+  CHECK_THROWS_AS(t.at(2, 0), std::out_of_range);
+  CHECK_THROWS_AS(t.at(0, -1), std::out_of_range);
+  CHECK_THROWS_AS((tensor<int, 2>({2, 3}, {1, 2, 3})), shape_error);
+}
+
+TEST_CASE("copies share storage like handles; clone() does not") {
+  tensor<float, 1> a({3}, {1, 2, 3});
+  tensor<float, 1> b = a;
+  b(0) = 10;
+  CHECK(a(0) == 10);
+  tensor<float, 1> c = a.clone();
+  c(1) = 20;
+  CHECK(a(1) == 2);
+  CHECK(!c.any().shares_storage(a.any()));
+}
+
+TEST_CASE("slice views: begin, end, step, negatives, and strict bounds") {
+  tensor<int, 1> a({10}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+  auto s = a.slice(0, 2, 9, 3);  // 2, 5, 8
+  REQUIRE(s.size(0) == 3);
+  CHECK(s(0) == 2);
+  CHECK(s(1) == 5);
+  CHECK(s(2) == 8);
+  s(1) = 50;  // a view writes through
+  CHECK(a(5) == 50);
+  auto tail = a.slice(0, -3, to_end);
+  CHECK(tail.size(0) == 3);
+  CHECK(tail(0) == 7);
+  CHECK(a.slice(0, 4, 4).size(0) == 0);
+  CHECK_THROWS_AS(a.slice(0, 4, 11), shape_error);
+  CHECK_THROWS_AS(a.slice(0, 5, 4), shape_error);
+  CHECK_THROWS_AS(a.slice(0, 0, 4, 0), shape_error);
+  CHECK_THROWS_AS(a.slice(1, 0, 1), shape_error);
+}
+
+TEST_CASE("transpose and permute are views with swapped strides") {
+  tensor<float, 3> a = kt::random<float, 3>({2, 3, 4});
+  auto p = a.permute({2, 0, 1});
+  CHECK(p.shape() == std::array<index_t, 3>{4, 2, 3});
+  CHECK(!p.is_contiguous());
+  for (index_t i = 0; i < 2; ++i)
+    for (index_t j = 0; j < 3; ++j)
+      for (index_t k = 0; k < 4; ++k) REQUIRE(p(k, i, j) == a(i, j, k));
+  auto t = a.transpose(0, 2);
+  CHECK(t(3, 1, 0) == a(0, 1, 3));
+  CHECK_THROWS_AS(a.permute({0, 0, 1}), shape_error);
+  CHECK_THROWS_AS(a.transpose(0, 3), shape_error);
+}
+
+TEST_CASE("reshape works on contiguous tensors and infers one extent") {
+  tensor<int, 2> a({2, 6}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
+  auto r = a.reshape<3>({3, 2, 2});
+  CHECK(r(2, 1, 0) == 10);
+  auto q = a.reshape<2>({dyn, 3});
+  CHECK(q.shape() == std::array<index_t, 2>{4, 3});
+  CHECK(q(3, 2) == 11);
+  CHECK_THROWS_AS(a.reshape<2>({5, 2}), shape_error);
+  CHECK_THROWS_AS(a.reshape<2>({dyn, 5}), shape_error);
+  // a transposed view is not contiguous: reshape refuses instead of copying silently
+  CHECK_THROWS_WITH_AS(a.transpose().reshape<1>({12}), doctest::Contains("contiguous"), shape_error);
+  auto c = a.transpose().contiguous().reshape<1>({12});
+  CHECK(c(1) == 6);
+}
+
+TEST_CASE("assigning a tensor to a temporary view copies elements; to a name rebinds") {
+  tensor<float, 2> a({3, 3});
+  tensor<float, 1> row({3}, {1, 2, 3});
+  a.slice(0, 1, 2).reshape<1>({3}) = row;  // a temporary view: writes elements
+  CHECK(a(1, 0) == 1);
+  CHECK(a(1, 2) == 3);
+  CHECK(a(0, 0) == 0);
+  tensor<float, 1> named = a.slice(0, 0, 1).reshape<1>({3});
+  named = row;  // a named handle: rebinds, a is untouched
+  CHECK(a(0, 0) == 0);
+  CHECK(named(2) == 3);
+}
+
+TEST_CASE("copy_from converts dtypes and handles overlapping views") {
+  tensor<double, 1> d({3}, {1.5, -2.25, 3});
+  tensor<int, 1> i({3});
+  i.any().copy_from(d.any());
+  CHECK(i(0) == 1);
+  CHECK(i(1) == -2);
+  tensor<bfloat16, 1> h({3});
+  h.any().copy_from(d.any());
+  CHECK(float(h(1)) == -2.25f);
+  // shift a buffer by one through overlapping views: must read the old values
+  tensor<int, 1> a({5}, {0, 1, 2, 3, 4});
+  a.slice(0, 1, 5) = a.slice(0, 0, 4);
+  CHECK(a(0) == 0);
+  CHECK(a(1) == 0);
+  CHECK(a(2) == 1);
+  CHECK(a(4) == 3);
+  CHECK_THROWS_AS(a.any().copy_from(d.any().slice(0, 0, 2)), shape_error);
+}
+
+TEST_CASE("typed wrappers check dtype and rank of erased tensors") {
+  any_tensor t(f64, dims{2, 2});
+  CHECK_THROWS_AS((tensor<float, 2>(t)), dtype_error);
+  CHECK_THROWS_AS((tensor<double, 3>(t)), shape_error);
+  CHECK_NOTHROW((tensor<double, 2>(t)));
+}
