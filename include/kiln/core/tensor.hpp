@@ -183,7 +183,7 @@ class any_tensor {
 
   /// Copies src's elements into this tensor's elements (through both views' strides),
   /// converting the dtype. Shapes must be equal. Safe when src and *this overlap.
-  void copy_from(const any_tensor& src) {
+  void copy_from(const any_tensor& src) const {
     if (!(src.shape_ == shape_)) throw shape_error("assign", shape_, src.shape_, "differ");
     const bool same_view = src.bytes() == bytes() && src.strides_ == strides_;
     const any_tensor s = src.shares_storage(*this) && !same_view ? src.clone() : src;
