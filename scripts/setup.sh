@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs everything kiln's build, tests, examples and benchmarks need, from Debian packages.
+# Safe to run again: it only calls apt-get when something is missing.
+set -euo pipefail
+
+packages=(
+  g++ clang make cmake git ca-certificates ccache   # compilers and build tools
+  libxsimd-dev xtl-dev libboost-dev                  # kiln's own dependencies (xsimd, Boost.Hana)
+  doctest-dev libbenchmark-dev                       # tests and benchmarks
+  libclang-rt-14-dev libomp-14-dev                   # clang's sanitizer runtimes and OpenMP
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "setup: run as root or install sudo" >&2; exit 1; }
+  SUDO=sudo
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

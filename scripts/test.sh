@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Sets up a machine (Debian packages), builds kiln's tests and runs them with CTest.
+#   scripts/test.sh                                  g++, build/
+#   CXX=clang++ scripts/test.sh                      clang, build-clang/
+#   KILN_SANITIZE=address,undefined scripts/test.sh  sanitizers, build-sanitize/
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/setup.sh
+
+cxx=${CXX:-g++}
+sanitize=${KILN_SANITIZE:-}
+dir=build
+[ "$cxx" != "g++" ] && dir="build-$(basename "$cxx" | tr -d "+")"
+[ -n "$sanitize" ] && dir="$dir-sanitize"
+dir=${BUILD_DIR:-$dir}
+
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+cmake -S . -B "$dir" -DCMAKE_CXX_COMPILER="$cxx" -DKILN_SANITIZE="$sanitize" -DCMAKE_BUILD_TYPE=Release \
+  -DKILN_BUILD_TESTS=ON -DKILN_BUILD_EXAMPLES=ON "${launcher[@]}"
+cmake --build "$dir" -j "$(nproc)"
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+ctest --test-dir "$dir" --output-on-failure -j "$(nproc)"
