@@ -24,6 +24,12 @@ TEST_CASE("aliasing: reading and writing the same storage gives the right answer
   a = transpose(a) + a;  // every element reads another one that is being overwritten
   for (index_t i = 0; i < 6; ++i)
     for (index_t j = 0; j < 6; ++j) REQUIRE(a(i, j) == orig(j, i) + orig(i, j));
+  // a pure view of the destination: the result must not be read while it is written
+  auto sq = kt::random<float, 2>({5, 5});
+  const tensor<float, 2> sq0 = sq.clone();
+  sq = transpose(sq);
+  for (index_t i = 0; i < 5; ++i)
+    for (index_t j = 0; j < 5; ++j) REQUIRE(sq(i, j) == sq0(j, i));
   tensor<int, 1> v({5}, {1, 2, 3, 4, 5});
   v.slice(0, 1, 5) = slice<0, 0, 4>(v) * 10;  // overlapping shift through a view
   CHECK(v(0) == 1);

@@ -68,7 +68,36 @@ TEST_CASE("concat along each axis, several operands, promoting dtypes") {
   CHECK(c1(1, 0) == 3);
 }
 
-TEST_CASE("cast between every dtype pair") {
+TEST_CASE("cast between every pair of dtypes") {
+  // 0, 1 and 3 are exact in every dtype; bool maps nonzero to 1
+  const double vals[] = {0, 1, 3};
+  auto check_pair = [&]<dtype S, dtype D>() {
+    tensor<storage_t<S>, 1> src({3});
+    for (int i = 0; i < 3; ++i) src(i) = static_cast<storage_t<S>>(vals[i]);
+    tensor<storage_t<D>, 1> dst = cast<D>(src);
+    for (int i = 0; i < 3; ++i) {
+      const double want = D == boolean || S == boolean ? (vals[i] != 0) : vals[i];
+      REQUIRE(static_cast<double>(static_cast<compute_t<D>>(dst(i))) == want);
+    }
+  };
+  for (dtype s : {boolean, i32, i64, bf16, f32, f64})
+    visit(s, [&]<dtype S>() {
+      for (dtype d : {boolean, i32, i64, bf16, f32, f64})
+        visit(d, [&]<dtype D>() { check_pair.template operator()<S, D>(); });
+    });
+}
+
+TEST_CASE("casts of special values: truncation, saturation, NaN") {
+  tensor<double, 1> s({5}, {-2.9, 2.9, 1e30, -1e30, std::numeric_limits<double>::quiet_NaN()});
+  tensor<int, 1> i = cast<i32>(s);
+  CHECK(i(0) == -2);
+  CHECK(i(1) == 2);
+  CHECK(i(2) == std::numeric_limits<int>::max());
+  CHECK(i(3) == std::numeric_limits<int>::min());
+  CHECK(i(4) == 0);
+}
+
+TEST_CASE("cast at hand-computed values") {
   tensor<double, 1> d({4}, {-1.75, 0.0, 2.5, 300.25});
   tensor<float, 1> f = cast<f32>(d);
   CHECK(f(3) == 300.25f);

@@ -1,4 +1,5 @@
 // Adding [3, 4] and [5]: the trailing extents 4 and 5 cannot broadcast.
+// expect-errors: 1
 // expect: shapes_do_not_broadcast
 // expect: op::add
 // expect: shape<3, 4>

@@ -1,4 +1,5 @@
 // Assigning a rank-2 expression to a rank-1 tensor.
+// expect-errors: 1
 // expect: rank is not R
 #include <kiln/kiln.hpp>
 using namespace kiln;

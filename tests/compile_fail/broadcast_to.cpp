@@ -1,4 +1,5 @@
 // broadcast_to [4, 3] from [2, 3].
+// expect-errors: 1
 // expect: cannot_broadcast_to
 // expect: shape<2, 3>
 // expect: shape<4, 3>

@@ -1,4 +1,5 @@
 // concat along axis 0 of [3, 4] and [2, 5]: axis 1 differs.
+// expect-errors: 1
 // expect: concat_shapes_do_not_match
 // expect: shape<3, 4>
 // expect: shape<2, 5>

@@ -1,4 +1,5 @@
 // matmul of [2, 3] by [4, 5]: inner extents 3 and 4 differ.
+// expect-errors: 1
 // expect: matmul_shapes_do_not_match
 // expect: shape<2, 3>
 // expect: shape<4, 5>

@@ -1,4 +1,5 @@
 // matmul needs rank >= 2 on both sides.
+// expect-errors: 1
 // expect: matmul_shapes_do_not_match
 // expect: shape<3>
 // expect: shape<3, 4>

@@ -1,4 +1,5 @@
 // mean of an integer tensor (as in PyTorch, cast to a float dtype first).
+// expect-errors: 1
 // expect: dtype_not_supported
 // expect: op::mean
 // expect: dtype::i32

@@ -1,4 +1,5 @@
 // negating a bool tensor.
+// expect-errors: 1
 // expect: dtype_not_supported
 // expect: op::neg
 // expect: dtype::boolean

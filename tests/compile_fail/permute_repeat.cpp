@@ -1,4 +1,5 @@
 // permute that names axis 0 twice.
+// expect-errors: 1
 // expect: not_a_permutation
 // expect: shape<3, 4>
 // expect: perm<0, 0>

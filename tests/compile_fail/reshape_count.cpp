@@ -1,4 +1,5 @@
 // reshape of 12 elements to 25.
+// expect-errors: 1
 // expect: reshape_element_counts_differ
 // expect: shape<3, 4>
 // expect: shape<5, 5>

@@ -1,4 +1,5 @@
 // slice [0, 9) of an axis of extent 4.
+// expect-errors: 1
 // expect: slice_out_of_range
 // expect: shape<3, 4>
 // expect: slice_args<1, 0, 9, 1>

@@ -1,4 +1,5 @@
 // sum over axis 2 of a rank-2 tensor.
+// expect-errors: 1
 // expect: axis_out_of_range
 // expect: op::sum
 // expect: shape<3, 4>

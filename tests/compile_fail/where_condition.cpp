@@ -1,4 +1,5 @@
 // where with an f32 condition.
+// expect-errors: 1
 // expect: where_condition_not_bool
 // expect: dtype::f32
 #include <kiln/kiln.hpp>

@@ -1,4 +1,5 @@
 // where with a [2, 3] condition and a [3, 2] branch.
+// expect-errors: 1
 // expect: shapes_do_not_broadcast
 // expect: op::where
 // expect: shape<2, 3>

@@ -61,6 +61,8 @@ T unary(op o, T x) {
       case op::log: return std::log(x);
       case op::sqrt: return std::sqrt(x);
       case op::rsqrt: return one / std::sqrt(x);
+      case op::reciprocal: return one / x;
+      case op::silu: return x / (one + std::exp(-x));
       case op::tanh: return std::tanh(x);
       case op::sigmoid: return one / (one + std::exp(-x));
       case op::gelu: return half * x * (one + std::erf(x * T(std::numbers::sqrt2 / 2)));
@@ -230,7 +232,28 @@ inline any_tensor run_reduce(const node& n, const any_tensor& x) {
     throw shape_error(name(n.o), in, "cannot be reduced over an axis of extent 0");
   visit(n.dt, [&]<dtype D>() {
     using T = compute_t<D>;
-    if (n.o == op::sum || n.o == op::mean) {
+    if (n.o == op::var) {
+      if constexpr (is_floating(D)) {
+        // two passes in double: the mean, then the sum of squared deviations
+        std::vector<double> mu(static_cast<std::size_t>(m), 0.0), ss(static_cast<std::size_t>(m), 0.0);
+        auto out_offset = [&](const index_t* idx) {
+          index_t o = 0;
+          for (int i = 0; i < in.rank; ++i) o += idx[i] * ostride.e[i];
+          return o;
+        };
+        for_each_index(in, [&](const index_t* idx) { mu[out_offset(idx)] += load<D>(x.bytes(), x.offset_of(idx)); });
+        for (double& v : mu) v /= static_cast<double>(count);
+        for_each_index(in, [&](const index_t* idx) {
+          const index_t o = out_offset(idx);
+          const double dv = load<D>(x.bytes(), x.offset_of(idx)) - mu[o];
+          ss[o] += dv * dv;
+        });
+        for (index_t k = 0; k < m; ++k)
+          store<D>(out.bytes(), k, static_cast<T>(ss[k] / (static_cast<double>(count) - n.value)));
+      } else {
+        throw std::logic_error("kiln: eager: var of an integer tensor reached the backend");
+      }
+    } else if (n.o == op::sum || n.o == op::mean) {
       if constexpr (D != dtype::boolean) {
         using Acc = accumulator_t<D>;
         std::vector<Acc> acc(static_cast<std::size_t>(m), Acc(0));
@@ -362,6 +385,118 @@ inline any_tensor run_concat(const node& n, const any_tensor& a, const any_tenso
   return out;
 }
 
+inline any_tensor run_softmax(const node& n, const any_tensor& x) {
+  const any_tensor out(n.dt, x.shape());
+  visit(n.dt, [&]<dtype D>() {
+    if constexpr (is_floating(D)) {
+      dims outer = x.shape();
+      outer.e[n.axis] = 1;
+      const index_t len = x.shape().e[n.axis], xs = x.strides().e[n.axis], os = out.strides().e[n.axis];
+      for_each_index(outer, [&](const index_t* idx) {
+        const index_t xb = x.offset_of(idx), ob = out.offset_of(idx);
+        double mx = -std::numeric_limits<double>::infinity();
+        for (index_t i = 0; i < len; ++i) mx = std::max(mx, static_cast<double>(load<D>(x.bytes(), xb + i * xs)));
+        double total = 0;
+        for (index_t i = 0; i < len; ++i) total += std::exp(load<D>(x.bytes(), xb + i * xs) - mx);
+        for (index_t i = 0; i < len; ++i) {
+          const double z = load<D>(x.bytes(), xb + i * xs) - mx;
+          const double v = n.o == op::softmax ? std::exp(z) / total : z - std::log(total);
+          store<D>(out.bytes(), ob + i * os, static_cast<compute_t<D>>(v));
+        }
+      });
+    } else {
+      throw std::logic_error("kiln: eager: softmax of integers reached the backend");
+    }
+  });
+  return out;
+}
+
+inline any_tensor run_layer_norm(const node& n, const any_tensor& x, const any_tensor& g, const any_tensor& b,
+                                 const any_tensor& eps) {
+  const shape_result r = layer_norm_shape(x.shape(), g.shape(), b.shape());
+  if (!r.ok || !(g.shape() == b.shape()))
+    throw shape_error("layer_norm", x.shape(), g.shape(), "do not match (gamma must cover x's trailing axes)");
+  const any_tensor out(n.dt, x.shape());
+  visit(n.dt, [&]<dtype D>() {
+    if constexpr (is_floating(D)) {
+      const int k = g.rank(), lead = x.rank() - k;
+      dims outer = x.shape(), inner = g.shape();
+      outer.rank = lead;
+      const double e = load<D>(eps.bytes(), 0);
+      const index_t cnt = inner.numel();
+      std::vector<index_t> xi(static_cast<std::size_t>(x.rank()));
+      for_each_index(outer, [&](const index_t* oi) {
+        auto full = [&](const index_t* ii) {
+          for (int d = 0; d < lead; ++d) xi[d] = oi[d];
+          for (int d = 0; d < k; ++d) xi[lead + d] = ii[d];
+          return xi.data();
+        };
+        double mu = 0, var = 0;
+        for_each_index(inner, [&](const index_t* ii) { mu += load<D>(x.bytes(), x.offset_of(full(ii))); });
+        mu /= static_cast<double>(cnt);
+        for_each_index(inner, [&](const index_t* ii) {
+          const double dv = load<D>(x.bytes(), x.offset_of(full(ii))) - mu;
+          var += dv * dv;
+        });
+        var /= static_cast<double>(cnt);
+        const double inv = 1.0 / std::sqrt(var + e);
+        for_each_index(inner, [&](const index_t* ii) {
+          const index_t* f = full(ii);
+          const double v = (load<D>(x.bytes(), x.offset_of(f)) - mu) * inv * load<D>(g.bytes(), g.offset_of(ii)) +
+                           load<D>(b.bytes(), b.offset_of(ii));
+          store<D>(out.bytes(), out.offset_of(f), static_cast<compute_t<D>>(v));
+        });
+      });
+    } else {
+      throw std::logic_error("kiln: eager: layer_norm of integers reached the backend");
+    }
+  });
+  return out;
+}
+
+inline any_tensor run_mse(const node& n, const any_tensor& a, const any_tensor& b) {
+  const dims s = broadcast_or_throw(op::mse_loss, a.shape(), b.shape());
+  const any_tensor out(n.dt, dims{});
+  visit(n.dt, [&]<dtype D>() {
+    if constexpr (is_floating(D)) {
+      double acc = 0;
+      for_each_broadcast(s, [&](index_t, index_t oa, index_t ob) {
+        const double dv = static_cast<double>(load<D>(a.bytes(), oa)) - load<D>(b.bytes(), ob);
+        acc += dv * dv;
+      }, a, b);
+      store<D>(out.bytes(), 0, static_cast<compute_t<D>>(acc / static_cast<double>(s.numel())));
+    }
+  });
+  return out;
+}
+
+inline any_tensor run_cross_entropy(const node& n, const any_tensor& z, const any_tensor& y) {
+  if (!cross_entropy_shape(z.shape(), y.shape()).ok)
+    throw shape_error("cross_entropy", z.shape(), y.shape(), "do not match as logits [n, classes] and labels [n]");
+  const any_tensor out(n.dt, dims{});
+  const index_t rows = z.shape().e[0], classes = z.shape().e[1];
+  visit(n.dt, [&]<dtype D>() {
+    if constexpr (is_floating(D)) {
+      double total = 0;
+      for (index_t i = 0; i < rows; ++i) {
+        const index_t label = y.dt() == dtype::i32 ? load<dtype::i32>(y.bytes(), i * y.strides().e[0])
+                                                   : load<dtype::i64>(y.bytes(), i * y.strides().e[0]);
+        if (label < 0 || label >= classes)
+          throw std::invalid_argument("kiln: cross_entropy: label " + std::to_string(label) + " of row " +
+                                      std::to_string(i) + " is outside [0, " + std::to_string(classes) + ")");
+        auto at = [&](index_t j) { return static_cast<double>(load<D>(z.bytes(), i * z.strides().e[0] + j * z.strides().e[1])); };
+        double mx = -std::numeric_limits<double>::infinity();
+        for (index_t j = 0; j < classes; ++j) mx = std::max(mx, at(j));
+        double s = 0;
+        for (index_t j = 0; j < classes; ++j) s += std::exp(at(j) - mx);
+        total += mx + std::log(s) - at(label);
+      }
+      store<D>(out.bytes(), 0, static_cast<compute_t<D>>(total / static_cast<double>(rows)));
+    }
+  });
+  return out;
+}
+
 inline any_tensor run_node(const node& n, const any_tensor* in) {
   switch (kind_of(n.o)) {
     case op_kind::unary: return run_unary(n, in[0]);
@@ -385,6 +520,50 @@ inline any_tensor run_node(const node& n, const any_tensor* in) {
         case op::broadcast: return run_broadcast(n, in[0]);
         case op::slice: return in[0].slice(n.axis, n.begin, n.end, n.step);
         case op::concat: return run_concat(n, in[0], in[1]);
+        case op::iota: {
+          any_tensor out(n.dt, dims{in[0].shape().e[n.axis]});
+          visit(n.dt, [&]<dtype D>() {
+            for (index_t i = 0; i < out.numel(); ++i) store<D>(out.bytes(), i, static_cast<compute_t<D>>(i));
+          });
+          return out;
+        }
+        case op::numel: {
+          index_t count = 1;
+          for (int i = 0; i < in[0].rank(); ++i)
+            if (n.axes & (1u << i)) count *= in[0].shape().e[i];
+          any_tensor out(n.dt, dims{});
+          visit(n.dt, [&]<dtype D>() { store<D>(out.bytes(), 0, static_cast<compute_t<D>>(count)); });
+          return out;
+        }
+        default: break;
+      }
+      break;
+    case op_kind::constant: {
+      any_tensor out(n.dt, dims{});
+      visit(n.dt, [&]<dtype D>() { store<D>(out.bytes(), 0, static_cast<compute_t<D>>(n.value)); });
+      return out;
+    }
+    case op_kind::composite:
+      switch (n.o) {
+        case op::softmax:
+        case op::log_softmax: return run_softmax(n, in[0]);
+        case op::layer_norm: return run_layer_norm(n, in[0], in[1], in[2], in[3]);
+        case op::linear: {
+          if (!linear_shape(in[0].shape(), in[1].shape(), in[2].shape()).ok)
+            throw shape_error("linear", in[0].shape(), in[1].shape(), "do not match as x [..., in] and w [out, in]");
+          node mm = n;
+          mm.o = op::matmul;
+          node add = n;
+          add.o = op::add;
+          if (in[0].rank() == 1) {  // a vector input: treat as one row
+            const any_tensor row = in[0].reshape(dims{1, in[0].shape().e[0]});
+            const any_tensor y = run_binary(add, run_matmul(mm, row, in[1].transpose(0, 1)), in[2]);
+            return y.reshape(dims{y.shape().e[1]});
+          }
+          return run_binary(add, run_matmul(mm, in[0], in[1].transpose(0, 1)), in[2]);
+        }
+        case op::mse_loss: return run_mse(n, in[0], in[1]);
+        case op::cross_entropy: return run_cross_entropy(n, in[0], in[1]);
         default: break;
       }
       break;
@@ -414,7 +593,7 @@ std::vector<any_tensor> run(const G& g, const std::vector<any_tensor>& leaves) {
       vals[i] = v;
       continue;
     }
-    any_tensor in[3];
+    any_tensor in[4];
     for (int j = 0; j < n.nin(); ++j) in[j] = vals[static_cast<std::size_t>(n.in[j])];
     vals[i] = detail::run_node(n, in);
   }

@@ -104,7 +104,9 @@ constexpr slice_bounds resolve_slice(index_t n, index_t begin, index_t end, inde
   s.ok = step > 0 && s.begin >= 0 && s.begin <= s.end && s.end <= n;
   return s;
 }
-constexpr index_t slice_extent(index_t begin, index_t end, index_t step) { return (end - begin + step - 1) / step; }
+constexpr index_t slice_extent(index_t begin, index_t end, index_t step) {
+  return end > begin ? (end - begin - 1) / step + 1 : 0;  // no overflow for huge steps
+}
 
 constexpr shape_result slice_shape(const dims& in, int axis, index_t begin, index_t end, index_t step) {
   if (in.poisoned()) return poisoned_result();
@@ -137,6 +139,35 @@ constexpr shape_result concat_shape(const dims& a, const dims& b, int axis) {
     }
   }
   return {r, true};
+}
+
+/// layer_norm(x, gamma, beta): gamma and beta cover x's trailing axes.
+constexpr shape_result layer_norm_shape(const dims& x, const dims& gamma, const dims& beta) {
+  if (x.poisoned() || gamma.poisoned() || beta.poisoned()) return poisoned_result();
+  if (!(gamma.rank == beta.rank) || gamma.rank > x.rank || gamma.rank == 0) return {dims::poison(), false};
+  for (int i = 0; i < gamma.rank; ++i) {
+    const index_t e = x.e[x.rank - gamma.rank + i];
+    if (!extents_compatible(e, gamma.e[i]) || !extents_compatible(e, beta.e[i])) return {dims::poison(), false};
+  }
+  return {x, true};
+}
+
+/// linear(x, w, b) = x w^T + b, with w [out, in] and b [out] (PyTorch's layout).
+constexpr shape_result linear_shape(const dims& x, const dims& w, const dims& b) {
+  if (x.poisoned() || w.poisoned() || b.poisoned()) return poisoned_result();
+  if (w.rank != 2 || b.rank != 1 || x.rank < 1) return {dims::poison(), false};
+  if (!extents_compatible(x.e[x.rank - 1], w.e[1]) || !extents_compatible(w.e[0], b.e[0])) return {dims::poison(), false};
+  dims r = x;
+  r.e[r.rank - 1] = w.e[0] == dyn ? b.e[0] : w.e[0];
+  return {r, true};
+}
+
+/// cross_entropy(logits [n, c], labels [n]) -> the mean loss, rank 0.
+constexpr shape_result cross_entropy_shape(const dims& logits, const dims& labels) {
+  if (logits.poisoned() || labels.poisoned()) return poisoned_result();
+  if (logits.rank != 2 || labels.rank != 1 || !extents_compatible(logits.e[0], labels.e[0]))
+    return {dims::poison(), false};
+  return {dims{}, true};
 }
 
 }  // namespace kiln

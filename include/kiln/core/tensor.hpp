@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstring>
 #include <initializer_list>
+#include <limits>
 #include <memory>
 #include <new>
 #include <stdexcept>
@@ -198,13 +199,26 @@ class any_tensor {
     });
   }
 
-  /// Converts one stored element to dtype D's storage type (through compute types).
+  /// Converts one stored element to dtype D's storage type (through compute types). Floating
+  /// point to integer truncates toward zero, saturates out of range and maps NaN to 0 (where
+  /// C++ leaves the behaviour undefined).
   template <dtype D, class From>
   static storage_t<D> convert(From x) {
-    if constexpr (std::is_same_v<From, bfloat16>) return convert<D>(static_cast<float>(x));
-    else if constexpr (D == dtype::boolean) return x != From{};
-    else if constexpr (D == dtype::bf16) return bfloat16(static_cast<float>(x));
-    else return static_cast<storage_t<D>>(x);
+    using To = storage_t<D>;
+    if constexpr (std::is_same_v<From, bfloat16>) {
+      return convert<D>(static_cast<float>(x));
+    } else if constexpr (D == dtype::boolean) {
+      return x != From{};
+    } else if constexpr (D == dtype::bf16) {
+      return bfloat16(static_cast<float>(x));
+    } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
+      if (x != x) return 0;
+      if (x <= static_cast<From>(std::numeric_limits<To>::min())) return std::numeric_limits<To>::min();
+      if (x >= static_cast<From>(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
+      return static_cast<To>(x);
+    } else {
+      return static_cast<To>(x);
+    }
   }
 
  private:

@@ -43,6 +43,13 @@ KILN_ERROR_TYPE(slice_out_of_range, class Shape KILN_COMMA class Axis_Begin_End_
                 "slice needs 0 <= begin <= end <= extent (negatives count from the end) and step > 0");
 KILN_ERROR_TYPE(concat_shapes_do_not_match, class A KILN_COMMA class B KILN_COMMA class Axis,
                 "concat needs equal extents on every axis but the concatenation axis");
+KILN_ERROR_TYPE(layer_norm_shapes_do_not_match, class X KILN_COMMA class Gamma KILN_COMMA class Beta,
+                "layer_norm needs gamma and beta of equal shape covering x's trailing axes");
+KILN_ERROR_TYPE(linear_shapes_do_not_match, class X KILN_COMMA class W KILN_COMMA class B,
+                "linear needs x [..., in], w [out, in] and b [out]");
+KILN_ERROR_TYPE(cross_entropy_shapes_do_not_match, class Logits KILN_COMMA class Labels,
+                "cross_entropy needs logits [n, classes] and labels [n]");
+KILN_ERROR_TYPE(labels_must_be_integers, dtype Labels, "cross_entropy needs integer labels");
 KILN_ERROR_TYPE(dtype_not_supported, op Op KILN_COMMA dtype D, "this op does not accept this dtype");
 KILN_ERROR_TYPE(where_condition_not_bool, dtype Condition, "where needs a bool condition");
 

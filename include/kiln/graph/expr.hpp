@@ -77,6 +77,18 @@ struct param : named_leaf<op::param, Name, D, S> {};
 
 namespace ex {
 
+/// What an op returns when it finds a compile-time mistake (after reporting it): a node whose
+/// poisoned shape every later check accepts, so one mistake gives one error.
+template <dtype D>
+struct invalid : expr_base {
+  static constexpr dtype dt = D;
+  static constexpr dims shape = dims::poison();
+  using kids = std::tuple<>;
+  static constexpr node make() { return detail::make_node(op::constant, D, dims{}); }
+  constexpr std::tuple<> children() const { return {}; }
+  any_tensor leaf_value() const { return {}; }
+};
+
 /// A tensor captured by an eager-style expression (a handle: shares the tensor's storage).
 template <class T, int R>
 struct bound : expr_base {
@@ -159,6 +171,7 @@ struct reduce : expr_base {
     node n = detail::make_node(O, dt, shape);
     n.axes = Mask;
     n.keepdim = Keep;
+    if (O == op::var) n.value = 1;  // unbiased, PyTorch's default correction
     return n;
   }
   constexpr auto children() const { return std::tie(a); }
@@ -254,6 +267,35 @@ struct cast : expr_base {
   constexpr auto children() const { return std::tie(a); }
 };
 
+/// A high-level op with several operands (softmax, layer_norm, linear, mse_loss,
+/// cross_entropy); Axis is its axis where it has one. Its result dtype is its first operand's.
+template <op O, int Axis, class... K>
+struct composite : expr_base {
+  std::tuple<K...> k;
+  using kids = std::tuple<K...>;
+  static constexpr dtype dt = std::tuple_element_t<0, kids>::dt;
+  static constexpr dims shape = [] {
+    constexpr dims s[] = {K::shape...};
+    switch (O) {
+      case op::softmax:
+      case op::log_softmax: return s[0];
+      case op::layer_norm: return detail::ok_or_poison(layer_norm_shape(s[0], s[1], s[2]));
+      case op::linear: return detail::ok_or_poison(linear_shape(s[0], s[1], s[2]));
+      case op::mse_loss: return broadcast(s[0], s[1]).ok ? dims{} : dims::poison();
+      case op::cross_entropy: return detail::ok_or_poison(cross_entropy_shape(s[0], s[1]));
+      default: return dims::poison();
+    }
+  }();
+  static constexpr node make() {
+    node n = detail::make_node(O, dt, shape);
+    n.axis = Axis;
+    return n;
+  }
+  constexpr auto children() const {
+    return std::apply([](const auto&... x) { return std::tie(x...); }, k);
+  }
+};
+
 }  // namespace ex
 
 // ---- operands ------------------------------------------------------------------------------
@@ -298,12 +340,17 @@ template <op O, class A, class B>
 constexpr auto binary_exprs(const A& a, const B& b) {
   constexpr dtype p = promote(A::dt, B::dt);
   constexpr dtype d = O == op::div ? float_result(p) : p;
-  (void)error::dtype_not_supported<O, d, d != dtype::boolean || accepts_bool(O)>::value;
-  (void)error::shapes_do_not_broadcast<O, as_shape<A::shape>, as_shape<B::shape>,
-                                       broadcast(A::shape, B::shape).ok>::value;
-  auto ca = to_dtype<d>(a);
-  auto cb = to_dtype<d>(b);
-  return ex::binary<O, decltype(ca), decltype(cb)>{{}, ca, cb};
+  constexpr bool dtype_ok = d != dtype::boolean || accepts_bool(O);
+  constexpr bool shape_ok = broadcast(A::shape, B::shape).ok;
+  (void)error::dtype_not_supported<O, d, dtype_ok>::value;
+  (void)error::shapes_do_not_broadcast<O, as_shape<A::shape>, as_shape<B::shape>, shape_ok>::value;
+  if constexpr (!(dtype_ok && shape_ok)) {
+    return ex::invalid<is_comparison(O) ? dtype::boolean : d>{};
+  } else {
+    auto ca = to_dtype<d>(a);
+    auto cb = to_dtype<d>(b);
+    return ex::binary<O, decltype(ca), decltype(cb)>{{}, ca, cb};
+  }
 }
 
 /// The dtype a scalar takes next to a tensor of dtype t (and that the tensor is cast to).
@@ -367,8 +414,12 @@ constexpr auto unary_op(const X& x) {
   using E = decltype(as_expr(x));
   constexpr dtype d = is_float_unary(O) ? float_result(E::dt) : E::dt;
   (void)error::dtype_not_supported<O, E::dt, d != dtype::boolean>::value;
-  auto c = to_dtype<d>(as_expr(x));
-  return ex::unary<O, decltype(c)>{{}, c};
+  if constexpr (d == dtype::boolean) {
+    return ex::invalid<d>{};
+  } else {
+    auto c = to_dtype<d>(as_expr(x));
+    return ex::unary<O, decltype(c)>{{}, c};
+  }
 }
 
 #define KILN_UNARY(NAME, OP)              \
@@ -383,11 +434,13 @@ KILN_UNARY(exp, op::exp)
 KILN_UNARY(log, op::log)
 KILN_UNARY(sqrt, op::sqrt)
 KILN_UNARY(rsqrt, op::rsqrt)
+KILN_UNARY(reciprocal, op::reciprocal)
 KILN_UNARY(tanh, op::tanh)
 KILN_UNARY(sigmoid, op::sigmoid)
 KILN_UNARY(relu, op::relu)
 KILN_UNARY(gelu, op::gelu)            ///< exact (erf) form, PyTorch's default
 KILN_UNARY(gelu_tanh, op::gelu_tanh)  ///< tanh approximation
+KILN_UNARY(silu, op::silu)            ///< x * sigmoid(x)
 KILN_UNARY(sin, op::sin)
 KILN_UNARY(cos, op::cos)
 KILN_UNARY(erf, op::erf)
@@ -398,7 +451,8 @@ template <tensor_operand C, class A, class B>
   requires((tensor_operand<A> || scalar_operand<A>) && (tensor_operand<B> || scalar_operand<B>))
 constexpr auto where(const C& c, const A& a, const B& b) {
   using CE = decltype(as_expr(c));
-  (void)error::where_condition_not_bool<CE::dt, CE::dt == dtype::boolean>::value;
+  constexpr bool cond_ok = CE::dt == dtype::boolean;
+  (void)error::where_condition_not_bool<CE::dt, cond_ok>::value;
   constexpr dtype d = [] {
     if constexpr (tensor_operand<A> && tensor_operand<B>)
       return promote(decltype(as_expr(a))::dt, decltype(as_expr(b))::dt);
@@ -419,10 +473,11 @@ constexpr auto where(const C& c, const A& a, const B& b) {
   using AE = decltype(ae);
   using BE = decltype(be);
   constexpr broadcast_result r1 = broadcast(CE::shape, AE::shape);
+  constexpr bool second_ok = !r1.ok || broadcast(r1.shape, BE::shape).ok;
   (void)error::shapes_do_not_broadcast<op::where, as_shape<CE::shape>, as_shape<AE::shape>, r1.ok>::value;
-  (void)error::shapes_do_not_broadcast<op::where, as_shape<r1.shape>, as_shape<BE::shape>,
-                                       !r1.ok || broadcast(r1.shape, BE::shape).ok>::value;
-  return ex::select<CE, AE, BE>{{}, ce, ae, be};
+  (void)error::shapes_do_not_broadcast<op::where, as_shape<r1.shape>, as_shape<BE::shape>, second_ok>::value;
+  if constexpr (!(cond_ok && r1.ok && second_ok)) return ex::invalid<d>{};
+  else return ex::select<CE, AE, BE>{{}, ce, ae, be};
 }
 
 /// cast<f64>(x): converts the element type.
@@ -438,10 +493,16 @@ struct keepdim_t {};
 inline constexpr keepdim_t keepdim{};
 
 namespace detail {
+/// Whether the axes Ax... are in range for a rank-`rank` shape and name distinct axes.
 template <int... Ax>
 constexpr bool axes_valid(int rank) {
   if (rank < 0) return true;  // poisoned operand: already reported
-  return ((Ax >= -rank && Ax < rank) && ...);
+  if (!((Ax >= -rank && Ax < rank) && ...)) return false;
+  const int w[] = {(Ax < 0 ? Ax + rank : Ax)..., -1};
+  for (std::size_t i = 0; i < sizeof...(Ax); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (w[i] == w[j]) return false;
+  return true;
 }
 template <int... Ax>
 constexpr std::uint32_t axes_mask(int rank) {
@@ -456,12 +517,18 @@ template <op O, bool Keep, int... Ax, tensor_operand X>
 constexpr auto reduce_op(const X& x) {
   using E = decltype(as_expr(x));
   constexpr int r = E::shape.rank;
-  (void)error::axis_out_of_range<O, as_shape<E::shape>, axes<Ax...>, detail::axes_valid<Ax...>(r)>::value;
-  (void)error::dtype_not_supported<O, E::dt, O != op::mean || is_floating(E::dt)>::value;
+  constexpr bool axes_ok = detail::axes_valid<Ax...>(r);
+  constexpr bool dtype_ok = (O != op::mean && O != op::var) || is_floating(E::dt);
+  (void)error::axis_out_of_range<O, as_shape<E::shape>, axes<Ax...>, axes_ok>::value;
+  (void)error::dtype_not_supported<O, E::dt, dtype_ok>::value;
   // sums of integers and bools accumulate in i64, as in PyTorch
   constexpr dtype d = O == op::sum && !is_floating(E::dt) ? dtype::i64 : E::dt;
-  auto c = to_dtype<d>(as_expr(x));
-  return ex::reduce<O, detail::axes_mask<Ax...>(r), Keep, decltype(c)>{{}, c};
+  if constexpr (!(axes_ok && dtype_ok)) {
+    return ex::invalid<d>{};
+  } else {
+    auto c = to_dtype<d>(as_expr(x));
+    return ex::reduce<O, detail::axes_mask<Ax...>(r), Keep, decltype(c)>{{}, c};
+  }
 }
 
 #define KILN_REDUCTION(NAME, OP)                                              \
@@ -479,6 +546,7 @@ KILN_REDUCTION(max, op::amax)
 KILN_REDUCTION(min, op::amin)
 KILN_REDUCTION(amax, op::amax)
 KILN_REDUCTION(amin, op::amin)
+KILN_REDUCTION(var, op::var)  ///< unbiased variance (correction 1), as torch.var
 #undef KILN_REDUCTION
 
 // ---- contraction ------------------------------------------------------------------------------
@@ -489,12 +557,17 @@ constexpr auto matmul(const A& a, const B& b) {
   using EA = decltype(as_expr(a));
   using EB = decltype(as_expr(b));
   constexpr dtype d = promote(EA::dt, EB::dt);
+  constexpr bool ok = d != dtype::boolean && matmul_shape(EA::shape, EB::shape).ok;
   (void)error::dtype_not_supported<op::matmul, d, d != dtype::boolean>::value;
   (void)error::matmul_shapes_do_not_match<as_shape<EA::shape>, as_shape<EB::shape>,
                                           matmul_shape(EA::shape, EB::shape).ok>::value;
-  auto ca = to_dtype<d>(as_expr(a));
-  auto cb = to_dtype<d>(as_expr(b));
-  return ex::matmul<decltype(ca), decltype(cb)>{{}, ca, cb};
+  if constexpr (!ok) {
+    return ex::invalid<d>{};
+  } else {
+    auto ca = to_dtype<d>(as_expr(a));
+    auto cb = to_dtype<d>(as_expr(b));
+    return ex::matmul<decltype(ca), decltype(cb)>{{}, ca, cb};
+  }
 }
 
 // ---- shape ops ----------------------------------------------------------------------------------
@@ -503,19 +576,22 @@ constexpr auto matmul(const A& a, const B& b) {
 template <index_t... To, tensor_operand X>
 constexpr auto reshape(const X& x) {
   using E = decltype(as_expr(x));
-  (void)error::reshape_element_counts_differ<as_shape<E::shape>, shape<To...>,
-                                             reshape_shape(E::shape, shape<To...>::value).ok>::value;
-  return ex::reshape<shape<To...>, E>{{}, as_expr(x)};
+  constexpr bool ok = reshape_shape(E::shape, shape<To...>::value).ok;
+  (void)error::reshape_element_counts_differ<as_shape<E::shape>, shape<To...>, ok>::value;
+  if constexpr (!ok) return ex::invalid<E::dt>{};
+  else return ex::reshape<shape<To...>, E>{{}, as_expr(x)};
 }
 
 /// permute<2, 0, 1>(x): result axis i is x's axis P[i].
 template <int... P, tensor_operand X>
 constexpr auto permute(const X& x) {
   using E = decltype(as_expr(x));
-  constexpr std::int8_t p[max_rank]{static_cast<std::int8_t>(P)...};
-  (void)error::not_a_permutation<as_shape<E::shape>, perm<P...>,
-                                 E::shape.poisoned() || permute_shape(E::shape, p, sizeof...(P)).ok>::value;
-  return ex::permute<perm<P...>, E>{{}, as_expr(x)};
+  constexpr int r = E::shape.rank;
+  constexpr bool ok = E::shape.poisoned() || (sizeof...(P) == static_cast<std::size_t>(r) &&
+                                               ((P >= 0 && P < r) && ...) && detail::axes_valid<P...>(r));
+  (void)error::not_a_permutation<as_shape<E::shape>, perm<P...>, ok>::value;
+  if constexpr (!ok) return ex::invalid<E::dt>{};
+  else return ex::permute<perm<P...>, E>{{}, as_expr(x)};
 }
 
 namespace detail {
@@ -540,15 +616,17 @@ constexpr auto transpose(const X& x) {
   if constexpr (A >= -r && A < r && B >= -r && B < r)
     return detail::apply_permute<decltype(detail::swap_perm<r, A, B>(std::make_index_sequence<r>{}))>::run(x);
   else
-    return as_expr(x);
+    return ex::invalid<E::dt>{};
 }
 
 /// broadcast_to<4, 3>(x): NumPy broadcasting to an explicit shape.
 template <index_t... To, tensor_operand X>
 constexpr auto broadcast_to(const X& x) {
   using E = decltype(as_expr(x));
-  (void)error::cannot_broadcast_to<as_shape<E::shape>, shape<To...>, broadcastable_to(E::shape, shape<To...>::value)>::value;
-  return ex::broadcast<shape<To...>, E>{{}, as_expr(x)};
+  constexpr bool ok = broadcastable_to(E::shape, shape<To...>::value);
+  (void)error::cannot_broadcast_to<as_shape<E::shape>, shape<To...>, ok>::value;
+  if constexpr (!ok) return ex::invalid<E::dt>{};
+  else return ex::broadcast<shape<To...>, E>{{}, as_expr(x)};
 }
 
 /// slice<Axis, Begin, End, Step>(x): [Begin, End) by Step along Axis. Negative Begin/End count
@@ -558,9 +636,10 @@ constexpr auto slice(const X& x) {
   using E = decltype(as_expr(x));
   constexpr int r = E::shape.rank;
   constexpr int a = Axis < 0 ? Axis + r : Axis;
-  (void)error::slice_out_of_range<as_shape<E::shape>, slice_args<Axis, Begin, End, Step>,
-                                  slice_shape(E::shape, a, Begin, End, Step).ok>::value;
-  return ex::slice<a, Begin, End, Step, E>{{}, as_expr(x)};
+  constexpr bool ok = slice_shape(E::shape, a, Begin, End, Step).ok;
+  (void)error::slice_out_of_range<as_shape<E::shape>, slice_args<Axis, Begin, End, Step>, ok>::value;
+  if constexpr (!ok) return ex::invalid<E::dt>{};
+  else return ex::slice<a, Begin, End, Step, E>{{}, as_expr(x)};
 }
 
 /// concat<Axis>(a, b, ...): joins tensors along Axis.
@@ -571,13 +650,129 @@ constexpr auto concat(const A& a, const B& b, const Rest&... rest) {
   constexpr int r = EA::shape.rank;
   constexpr int ax = Axis < 0 ? Axis + r : Axis;
   constexpr dtype d = promote(EA::dt, EB::dt);
-  (void)error::concat_shapes_do_not_match<as_shape<EA::shape>, as_shape<EB::shape>, axes<Axis>,
-                                          concat_shape(EA::shape, EB::shape, ax).ok>::value;
-  auto ca = to_dtype<d>(as_expr(a));
-  auto cb = to_dtype<d>(as_expr(b));
-  auto joined = ex::concat<ax, decltype(ca), decltype(cb)>{{}, ca, cb};
-  if constexpr (sizeof...(Rest) == 0) return joined;
-  else return concat<Axis>(joined, rest...);
+  constexpr bool axis_ok = detail::axes_valid<Axis>(r);
+  constexpr bool ok = axis_ok && concat_shape(EA::shape, EB::shape, ax).ok;
+  (void)error::axis_out_of_range<op::concat, as_shape<EA::shape>, axes<Axis>, axis_ok>::value;
+  (void)error::concat_shapes_do_not_match<as_shape<EA::shape>, as_shape<EB::shape>, axes<Axis>, !axis_ok || ok>::value;
+  if constexpr (!ok) {
+    return ex::invalid<d>{};
+  } else {
+    auto ca = to_dtype<d>(as_expr(a));
+    auto cb = to_dtype<d>(as_expr(b));
+    auto joined = ex::concat<ax, decltype(ca), decltype(cb)>{{}, ca, cb};
+    if constexpr (sizeof...(Rest) == 0) return joined;
+    else return concat<Axis>(joined, rest...);
+  }
+}
+
+// ---- high-level ops (decomposed into primitives by passes/decompose.hpp) ---------------------
+
+namespace detail {
+template <op O, int Axis, tensor_operand X>
+constexpr auto along_axis(const X& x) {
+  using E = decltype(as_expr(x));
+  constexpr int r = E::shape.rank;
+  constexpr bool ok = axes_valid<Axis>(r);
+  (void)error::axis_out_of_range<O, as_shape<E::shape>, axes<Axis>, ok>::value;
+  if constexpr (!ok) {
+    return ex::invalid<float_result(E::dt)>{};
+  } else {
+    auto c = to_dtype<float_result(E::dt)>(as_expr(x));
+    return ex::composite<O, (Axis < 0 && r > 0 ? Axis + r : Axis), decltype(c)>{{}, {c}};
+  }
+}
+}  // namespace detail
+
+/// softmax along Axis, numerically stable (the row maximum is subtracted first).
+template <int Axis = -1, tensor_operand X>
+constexpr auto softmax(const X& x) {
+  return detail::along_axis<op::softmax, Axis>(x);
+}
+/// log(softmax(x)) along Axis, computed as x - max - log(sum(exp(x - max))).
+template <int Axis = -1, tensor_operand X>
+constexpr auto log_softmax(const X& x) {
+  return detail::along_axis<op::log_softmax, Axis>(x);
+}
+
+namespace detail {
+template <dtype d, class X, class G, class B>
+constexpr auto layer_norm_node(const X& x, const G& gamma, const B& beta, double eps) {
+  auto cx = to_dtype<d>(as_expr(x));
+  auto cg = to_dtype<d>(as_expr(gamma));
+  auto cb = to_dtype<d>(as_expr(beta));
+  auto ce = make_scalar<d>(eps);
+  return ex::composite<op::layer_norm, 0, decltype(cx), decltype(cg), decltype(cb), decltype(ce)>{
+      {}, {cx, cg, cb, ce}};
+}
+}  // namespace detail
+
+/// Layer normalisation over the trailing axes that gamma and beta cover:
+/// (x - mean) / sqrt(biased var + eps) * gamma + beta.
+template <tensor_operand X, tensor_operand G, tensor_operand B>
+constexpr auto layer_norm(const X& x, const G& gamma, const B& beta, double eps = 1e-5) {
+  using EX = decltype(as_expr(x));
+  using EG = decltype(as_expr(gamma));
+  using EB = decltype(as_expr(beta));
+  constexpr dtype d = float_result(promote(promote(EX::dt, EG::dt), EB::dt));
+  constexpr bool ok = layer_norm_shape(EX::shape, EG::shape, EB::shape).ok;
+  (void)error::layer_norm_shapes_do_not_match<as_shape<EX::shape>, as_shape<EG::shape>, as_shape<EB::shape>, ok>::value;
+  if constexpr (!ok) return ex::invalid<d>{};
+  else return detail::layer_norm_node<d>(x, gamma, beta, eps);
+}
+
+
+/// x w^T + b with w [out, in] and b [out], as torch.nn.functional.linear.
+template <tensor_operand X, tensor_operand W, tensor_operand B>
+constexpr auto linear(const X& x, const W& w, const B& b) {
+  using EX = decltype(as_expr(x));
+  using EW = decltype(as_expr(w));
+  using EB = decltype(as_expr(b));
+  constexpr dtype d = promote(promote(EX::dt, EW::dt), EB::dt);
+  constexpr bool shape_ok = linear_shape(EX::shape, EW::shape, EB::shape).ok;
+  (void)error::dtype_not_supported<op::linear, d, d != dtype::boolean>::value;
+  (void)error::linear_shapes_do_not_match<as_shape<EX::shape>, as_shape<EW::shape>, as_shape<EB::shape>, shape_ok>::value;
+  if constexpr (!(shape_ok && d != dtype::boolean)) {
+    return ex::invalid<d>{};
+  } else {
+    auto cx = to_dtype<d>(as_expr(x));
+    auto cw = to_dtype<d>(as_expr(w));
+    auto cb = to_dtype<d>(as_expr(b));
+    return ex::composite<op::linear, 0, decltype(cx), decltype(cw), decltype(cb)>{{}, {cx, cw, cb}};
+  }
+}
+
+/// Mean squared error over all elements (a and b broadcast).
+template <tensor_operand A, tensor_operand B>
+constexpr auto mse_loss(const A& a, const B& b) {
+  using EA = decltype(as_expr(a));
+  using EB = decltype(as_expr(b));
+  constexpr dtype d = float_result(promote(EA::dt, EB::dt));
+  constexpr bool ok = broadcast(EA::shape, EB::shape).ok;
+  (void)error::shapes_do_not_broadcast<op::mse_loss, as_shape<EA::shape>, as_shape<EB::shape>, ok>::value;
+  if constexpr (!ok) {
+    return ex::invalid<d>{};
+  } else {
+    auto ca = to_dtype<d>(as_expr(a));
+    auto cb = to_dtype<d>(as_expr(b));
+    return ex::composite<op::mse_loss, 0, decltype(ca), decltype(cb)>{{}, {ca, cb}};
+  }
+}
+
+/// Mean cross-entropy of logits [n, classes] against integer labels [n] (log_softmax then
+/// the negative log-likelihood of each label), as torch.nn.functional.cross_entropy.
+template <tensor_operand L, tensor_operand Y>
+constexpr auto cross_entropy(const L& logits, const Y& labels) {
+  using EL = decltype(as_expr(logits));
+  using EY = decltype(as_expr(labels));
+  constexpr bool shape_ok = cross_entropy_shape(EL::shape, EY::shape).ok;
+  (void)error::labels_must_be_integers<EY::dt, is_integral(EY::dt)>::value;
+  (void)error::cross_entropy_shapes_do_not_match<as_shape<EL::shape>, as_shape<EY::shape>, shape_ok>::value;
+  if constexpr (!(shape_ok && is_integral(EY::dt))) {
+    return ex::invalid<float_result(EL::dt)>{};
+  } else {
+    auto cl = to_dtype<float_result(EL::dt)>(as_expr(logits));
+    return ex::composite<op::cross_entropy, 1, decltype(cl), EY>{{}, {cl, as_expr(labels)}};
+  }
 }
 
 }  // namespace kiln

@@ -27,7 +27,7 @@ struct node {
   op o = op::input;
   dtype dt = dtype::f32;
   dims shape{};                      ///< static shape: extents or dyn
-  std::array<int, 3> in{-1, -1, -1};  ///< inputs, by node index; arity(o) of them are used
+  std::array<int, 4> in{-1, -1, -1, -1};  ///< inputs, by node index; nin() of them are used
 
   // attributes, by op
   std::uint32_t axes = 0;      ///< reductions: bit i set = reduce axis i of the input
@@ -36,10 +36,12 @@ struct node {
   index_t begin = 0, end = 0;  ///< slice: on axis, after wrapping negatives
   index_t step = 1;            ///< slice
   std::array<std::int8_t, max_rank> perm{};  ///< permute: result axis i is input axis perm[i]
+  double value = 0;                          ///< constant: its value; var: correction
   int slot = -1;                             ///< leaves: index into the leaf table
   std::array<char, max_name + 1> name{};     ///< input, param: the placeholder's name
 
-  constexpr int nin() const { return arity(o); }
+  /// Number of inputs (layer_norm has a fourth, its epsilon).
+  constexpr int nin() const { return o == op::layer_norm ? 4 : arity(o); }
   constexpr std::string_view label() const {
     std::size_t n = 0;
     while (n < max_name && name[n]) ++n;
@@ -95,12 +97,14 @@ struct frozen_graph {
 };
 
 /// Freezes the graph returned by a captureless constexpr lambda. The lambda runs twice: once
-/// to size the arrays, once to fill them (the standard way out of constant-evaluation
-/// allocations).
+/// to size the arrays, once to fill them (allocations cannot outlive a constant evaluation).
 template <class Make>
 constexpr auto freeze(Make) {
-  constexpr std::size_t n = Make{}().nodes.size();
-  constexpr std::size_t m = Make{}().outputs.size();
+  constexpr auto size = [] {
+    const graph g = Make{}();
+    return std::array<std::size_t, 2>{g.nodes.size(), g.outputs.size()};
+  }();
+  constexpr std::size_t n = size[0], m = size[1];
   const graph g = Make{}();
   frozen_graph<n, m> f;
   for (std::size_t i = 0; i < n; ++i) f.nodes[i] = g.nodes[i];
@@ -120,14 +124,17 @@ constexpr const char* check_graph(const G& g) {
     if (x.shape.rank < 0 || x.shape.rank > max_rank) return "node shape has an invalid rank";
     for (int j = 0; j < x.nin(); ++j)
       if (x.in[j] < 0 || x.in[j] >= i) return "node input is not an earlier node";
-    for (int j = x.nin(); j < 3; ++j)
+    for (int j = x.nin(); j < 4; ++j)
       if (x.in[j] != -1) return "node has more inputs than its op takes";
     const auto in = [&](int j) -> const node& { return g.nodes[x.in[j]]; };
     switch (kind_of(x.o)) {
       case op_kind::leaf:
         if (x.slot < 0 || x.slot >= g.leaves) return "leaf slot out of range";
-        ++slot_use[x.slot];
+        if (++slot_use[x.slot] > 1) return "a leaf slot is used twice";
         if ((x.o == op::input || x.o == op::param) && x.label().empty()) return "placeholder without a name";
+        break;
+      case op_kind::constant:
+        if (x.shape.rank != 0 || x.slot != -1) return "constant is not a rank-0 value without a slot";
         break;
       case op_kind::unary:
         if (in(0).dt != x.dt || !(in(0).shape == x.shape)) return "unary node differs from its input";
@@ -148,21 +155,23 @@ constexpr const char* check_graph(const G& g) {
       }
       case op_kind::reduce:
         if (in(0).dt != x.dt) return "reduction changes dtype";
-        if (x.axes >> in(0).shape.rank) return "reduction axis out of range";
+        if (in(0).shape.rank < 32 && (x.axes >> in(0).shape.rank)) return "reduction axis out of range";
         break;
       case op_kind::matmul:
         if (in(0).dt != x.dt || in(1).dt != x.dt) return "matmul dtypes differ";
         if (x.shape.rank < 2) return "matmul result has rank < 2";
         break;
       case op_kind::shape:
+        if (x.o == op::iota || x.o == op::numel) break;
         if (x.o != op::concat && in(0).dt != x.dt) return "shape op changes dtype";
         if (x.o == op::concat && (in(0).dt != x.dt || in(1).dt != x.dt)) return "concat dtypes differ";
         break;
-      case op_kind::cast: break;
+      case op_kind::cast:
+        if (!(in(0).shape == x.shape)) return "cast changes shape";
+        break;
+      case op_kind::composite: break;
     }
   }
-  for (int s : slot_use)
-    if (s != 1) return "a leaf slot is not used exactly once";
   if (g.outputs.size() == 0) return "graph has no output";
   for (int o : g.outputs)
     if (o < 0 || o >= n) return "graph output out of range";

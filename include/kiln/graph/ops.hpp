@@ -1,6 +1,7 @@
-// kiln/graph/ops.hpp: the op catalogue: every node kind a graph can hold, with its name and
-// category. High-level ops (sigmoid, relu, gelu, mean) are captured as they are written; the
-// decomposition pass turns them into primitives.
+// kiln/graph/ops.hpp: the op catalogue. Every node kind a graph can hold, with its name, its
+// kind and its number of inputs, in one table. High-level ops (sigmoid, gelu, softmax,
+// layer_norm, cross_entropy ...) are captured as written; the decomposition pass
+// (passes/decompose.hpp) turns them into primitives, and the eager backend runs both forms.
 #pragma once
 
 #include <cstdint>
@@ -9,63 +10,82 @@
 namespace kiln {
 
 enum class op : std::uint8_t {
-  // leaves
+  // leaves: values supplied at run time through the leaf table
   input, param, bound, scalar,
+  // a rank-0 constant held in the graph (node.value)
+  constant,
   // pointwise unary
-  neg, abs, exp, log, sqrt, rsqrt, tanh, sigmoid, relu, gelu, gelu_tanh, sin, cos, erf,
+  neg, abs, exp, log, sqrt, rsqrt, reciprocal, tanh, sigmoid, relu, gelu, gelu_tanh, silu, sin, cos, erf,
   // pointwise binary
   add, sub, mul, div, max, min, pow, eq, ne, lt, le, gt, ge,
   // pointwise ternary
   where,
-  // reductions over a set of axes
-  sum, mean, amax, amin,
+  // reductions over node.axes (var: node.value is the correction, 1 = unbiased)
+  sum, mean, amax, amin, var,
   // contraction
   matmul,
-  // shape and type
-  reshape, permute, broadcast, slice, concat, cast,
+  // shape and type; iota: 0 .. extent-1 of input axis node.axis (as i64); numel: element count
+  // of the input's node.axes (the input's values are not read by either)
+  reshape, permute, broadcast, slice, concat, iota, numel, cast,
+  // high-level ops with more than one primitive in their decomposition
+  softmax, log_softmax, layer_norm, linear, mse_loss, cross_entropy,
 };
 
-enum class op_kind : std::uint8_t { leaf, unary, binary, ternary, reduce, matmul, shape, cast };
+enum class op_kind : std::uint8_t { leaf, constant, unary, binary, ternary, reduce, matmul, shape, cast, composite };
 
-constexpr op_kind kind_of(op o) {
-  if (o <= op::scalar) return op_kind::leaf;
-  if (o <= op::erf) return op_kind::unary;
-  if (o <= op::ge) return op_kind::binary;
-  if (o == op::where) return op_kind::ternary;
-  if (o <= op::amin) return op_kind::reduce;
-  if (o == op::matmul) return op_kind::matmul;
-  if (o == op::cast) return op_kind::cast;
-  return op_kind::shape;
-}
+struct op_info {
+  std::string_view name;
+  op_kind kind;
+  int arity;
+};
+
+namespace detail {
+using K = op_kind;
+inline constexpr op_info op_table[] = {
+    {"input", K::leaf, 0},       {"param", K::leaf, 0},     {"bound", K::leaf, 0},
+    {"scalar", K::leaf, 0},      {"constant", K::constant, 0},
+    {"neg", K::unary, 1},        {"abs", K::unary, 1},       {"exp", K::unary, 1},
+    {"log", K::unary, 1},        {"sqrt", K::unary, 1},      {"rsqrt", K::unary, 1},
+    {"reciprocal", K::unary, 1}, {"tanh", K::unary, 1},      {"sigmoid", K::unary, 1},
+    {"relu", K::unary, 1},       {"gelu", K::unary, 1},      {"gelu_tanh", K::unary, 1},
+    {"silu", K::unary, 1},       {"sin", K::unary, 1},       {"cos", K::unary, 1},
+    {"erf", K::unary, 1},
+    {"add", K::binary, 2},       {"sub", K::binary, 2},      {"mul", K::binary, 2},
+    {"div", K::binary, 2},       {"max", K::binary, 2},      {"min", K::binary, 2},
+    {"pow", K::binary, 2},       {"eq", K::binary, 2},       {"ne", K::binary, 2},
+    {"lt", K::binary, 2},        {"le", K::binary, 2},       {"gt", K::binary, 2},
+    {"ge", K::binary, 2},
+    {"where", K::ternary, 3},
+    {"sum", K::reduce, 1},       {"mean", K::reduce, 1},     {"amax", K::reduce, 1},
+    {"amin", K::reduce, 1},      {"var", K::reduce, 1},
+    {"matmul", K::matmul, 2},
+    {"reshape", K::shape, 1},    {"permute", K::shape, 1},   {"broadcast", K::shape, 1},
+    {"slice", K::shape, 1},      {"concat", K::shape, 2},    {"iota", K::shape, 1},
+    {"numel", K::shape, 1},      {"cast", K::cast, 1},
+    {"softmax", K::composite, 1}, {"log_softmax", K::composite, 1}, {"layer_norm", K::composite, 3},
+    {"linear", K::composite, 3},  {"mse_loss", K::composite, 2},    {"cross_entropy", K::composite, 2},
+};
+static_assert(sizeof(op_table) / sizeof(op_table[0]) == static_cast<int>(op::cross_entropy) + 1,
+              "kiln: op_table needs one row per op, in enum order");
+}  // namespace detail
+
+constexpr const op_info& info(op o) { return detail::op_table[static_cast<int>(o)]; }
+constexpr op_kind kind_of(op o) { return info(o).kind; }
+constexpr std::string_view name(op o) { return info(o).name; }
+/// Number of graph inputs of a node of this op (concat has two; n-ary concat nests).
+constexpr int arity(op o) { return info(o).arity; }
 
 constexpr bool is_comparison(op o) { return o >= op::eq && o <= op::ge; }
+constexpr bool is_commutative(op o) {
+  return o == op::add || o == op::mul || o == op::max || o == op::min || o == op::eq || o == op::ne;
+}
 constexpr bool is_pointwise(op o) {
   const op_kind k = kind_of(o);
   return k == op_kind::unary || k == op_kind::binary || k == op_kind::ternary || k == op_kind::cast;
 }
 /// Unary ops that compute in floating point (integers are cast to f32 first, as in PyTorch).
-constexpr bool is_float_unary(op o) { return kind_of(o) == op_kind::unary && o != op::neg && o != op::abs && o != op::relu; }
-
-/// Number of graph inputs of a node of this op (concat has two; n-ary concat nests).
-constexpr int arity(op o) {
-  switch (kind_of(o)) {
-    case op_kind::leaf: return 0;
-    case op_kind::binary: case op_kind::matmul: return 2;
-    case op_kind::ternary: return 3;
-    default: return o == op::concat ? 2 : 1;
-  }
-}
-
-constexpr std::string_view name(op o) {
-  constexpr std::string_view names[] = {
-      "input", "param", "bound", "scalar",
-      "neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu", "gelu_tanh", "sin", "cos", "erf",
-      "add", "sub", "mul", "div", "max", "min", "pow", "eq", "ne", "lt", "le", "gt", "ge",
-      "where",
-      "sum", "mean", "amax", "amin",
-      "matmul",
-      "reshape", "permute", "broadcast", "slice", "concat", "cast"};
-  return names[static_cast<int>(o)];
+constexpr bool is_float_unary(op o) {
+  return kind_of(o) == op_kind::unary && o != op::neg && o != op::abs && o != op::relu;
 }
 
 }  // namespace kiln

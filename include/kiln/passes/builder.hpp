@@ -1,0 +1,89 @@
+// kiln/passes/builder.hpp: emitting nodes into a graph value with their shapes and dtypes
+// inferred by the same rules capture uses (core/shape_rules.hpp). Passes build their result
+// graphs with it.
+#pragma once
+
+#include <cstdint>
+
+#include "../core/shape_rules.hpp"
+#include "../graph/graph.hpp"
+
+namespace kiln::passes {
+
+struct builder {
+  graph g;
+
+  constexpr const node& at(int i) const { return g.nodes[static_cast<std::size_t>(i)]; }
+  constexpr int emit(const node& n) { return g.add(n); }
+
+  static constexpr node make(op o, dtype dt, const dims& shape) {
+    node n;
+    n.o = o;
+    n.dt = dt;
+    n.shape = shape;
+    return n;
+  }
+  constexpr node with_inputs(node n, int a, int b = -1, int c = -1) const {
+    n.in = {a, b, c, -1};
+    return n;
+  }
+
+  constexpr int constant(double v, dtype dt) {
+    node n = make(op::constant, dt, dims{});
+    n.value = v;
+    return emit(n);
+  }
+  constexpr int unary(op o, int x) { return emit(with_inputs(make(o, at(x).dt, at(x).shape), x)); }
+  constexpr int binary(op o, int a, int b) {
+    const dtype dt = is_comparison(o) ? dtype::boolean : at(a).dt;
+    return emit(with_inputs(make(o, dt, broadcast(at(a).shape, at(b).shape).shape), a, b));
+  }
+  constexpr int add(int a, int b) { return binary(op::add, a, b); }
+  constexpr int sub(int a, int b) { return binary(op::sub, a, b); }
+  constexpr int mul(int a, int b) { return binary(op::mul, a, b); }
+  constexpr int div(int a, int b) { return binary(op::div, a, b); }
+  constexpr int where(int c, int a, int b) {
+    const dims s = broadcast(broadcast(at(c).shape, at(a).shape).shape, at(b).shape).shape;
+    return emit(with_inputs(make(op::where, at(a).dt, s), c, a, b));
+  }
+  constexpr int reduce(op o, int x, std::uint32_t axes, bool keepdim) {
+    node n = with_inputs(make(o, at(x).dt, reduce_shape(at(x).shape, axes, keepdim).shape), x);
+    n.axes = axes;
+    n.keepdim = keepdim;
+    return emit(n);
+  }
+  constexpr int matmul(int a, int b) {
+    return emit(with_inputs(make(op::matmul, at(a).dt, matmul_shape(at(a).shape, at(b).shape).shape), a, b));
+  }
+  constexpr int reshape(int x, const dims& to) {
+    return emit(with_inputs(make(op::reshape, at(x).dt, reshape_shape(at(x).shape, to).shape), x));
+  }
+  /// Swaps the last two axes.
+  constexpr int transpose(int x) {
+    const int r = at(x).shape.rank;
+    node n = make(op::permute, at(x).dt, dims{});
+    for (int i = 0; i < r; ++i) n.perm[i] = static_cast<std::int8_t>(i);
+    n.perm[r - 2] = static_cast<std::int8_t>(r - 1);
+    n.perm[r - 1] = static_cast<std::int8_t>(r - 2);
+    n.shape = permute_shape(at(x).shape, n.perm.data(), r).shape;
+    return emit(with_inputs(n, x));
+  }
+  constexpr int cast(int x, dtype dt) {
+    if (at(x).dt == dt) return x;
+    return emit(with_inputs(make(op::cast, dt, at(x).shape), x));
+  }
+  /// 0, 1, ..., extent - 1 of x's axis (as dtype dt).
+  constexpr int iota(int x, int axis, dtype dt) {
+    node n = with_inputs(make(op::iota, dt, dims{at(x).shape.e[axis]}), x);
+    n.axis = axis;
+    return emit(n);
+  }
+  /// The element count of x's axes in `axes`, as a rank-0 value of dtype dt.
+  constexpr int numel(int x, std::uint32_t axes, dtype dt) {
+    node n = with_inputs(make(op::numel, dt, dims{}), x);
+    n.axes = axes;
+    return emit(n);
+  }
+};
+
+}  // namespace kiln::passes

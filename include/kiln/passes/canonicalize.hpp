@@ -1,0 +1,304 @@
+// kiln/passes/canonicalize.hpp: simplifications that never change a result, iterated to a
+// fixed point:
+//   - constant folding of pointwise ops on constants (in double, rounded to the node's dtype;
+//     for + - * / of f32 that equals f32 arithmetic exactly, as double has > 2 * 24 + 2 bits);
+//   - identities exact in floating point: x * 1, x / 1, x + (-0.0), x - (+0.0) (x + 0 and
+//     x - 0 only for integers, since -0.0 + 0.0 = +0.0), neg(neg x), casts to the same dtype,
+//     reshape of reshape, permute of permute, identity reshapes, permutes and broadcasts;
+//   - broadcast simplification: an explicit broadcast feeding a pointwise op that would
+//     broadcast its operand to the same shape anyway is dropped;
+//   - common-subexpression elimination by hash-consing, with commutative operands in a
+//     canonical order (so x * y and y * x become one node); placeholders of the same name are
+//     one node;
+//   - dead-node removal (leaves keep their slots, so the leaf table does not change).
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <vector>
+
+#include "../core/dtype.hpp"
+#include "../graph/graph.hpp"
+#include "builder.hpp"
+
+namespace kiln::passes {
+
+namespace detail {
+
+/// Rounds a double to what dtype dt can hold (the value a node of that dtype would store).
+constexpr double round_to(double v, dtype dt) {
+  switch (dt) {
+    case dtype::boolean: return v != 0 ? 1 : 0;
+    case dtype::i32: return static_cast<double>(static_cast<std::int32_t>(static_cast<std::int64_t>(v)));
+    case dtype::i64: return static_cast<double>(static_cast<std::int64_t>(v));
+    case dtype::bf16: return static_cast<double>(static_cast<float>(bfloat16(static_cast<float>(v))));
+    case dtype::f32: return static_cast<double>(static_cast<float>(v));
+    case dtype::f64: return v;
+  }
+  return v;
+}
+
+constexpr bool is_nan(double v) { return v != v; }
+
+/// Folds a pointwise op on constant values; false when it cannot (an op with no constexpr rule,
+/// or an integer division, which would need the integer semantics of the backends).
+constexpr bool fold(op o, dtype in_dt, dtype out_dt, const double* v, double& r) {
+  const bool integral = !is_floating(in_dt);
+  switch (o) {
+    case op::neg: r = -v[0]; break;
+    case op::abs: r = (v[0] < 0 ? -v[0] : v[0]) + 0.0; break;  // abs(-0.0) = +0.0
+    case op::reciprocal: r = 1 / v[0]; break;
+    case op::add: r = v[0] + v[1]; break;
+    case op::sub: r = v[0] - v[1]; break;
+    case op::mul: r = v[0] * v[1]; break;
+    case op::div:
+      if (integral) return false;
+      r = v[0] / v[1];
+      break;
+    case op::max: r = is_nan(v[0]) || is_nan(v[1]) ? v[0] + v[1] : v[0] < v[1] ? v[1] : v[0]; break;
+    case op::min: r = is_nan(v[0]) || is_nan(v[1]) ? v[0] + v[1] : v[1] < v[0] ? v[1] : v[0]; break;
+    case op::eq: r = v[0] == v[1]; break;
+    case op::ne: r = v[0] != v[1]; break;
+    case op::lt: r = v[0] < v[1]; break;
+    case op::le: r = v[0] <= v[1]; break;
+    case op::gt: r = v[0] > v[1]; break;
+    case op::ge: r = v[0] >= v[1]; break;
+    case op::where: r = v[0] != 0 ? v[1] : v[2]; break;
+    case op::cast: r = v[0]; break;
+    default: return false;
+  }
+  // integers beyond 2^53 are not exact in double, and out-of-range conversions are undefined
+  if ((integral || is_integral(out_dt)) && !(r <= 9007199254740992.0 && r >= -9007199254740992.0)) return false;
+  r = round_to(r, out_dt);
+  return true;
+}
+
+constexpr bool same_bits(double a, double b) { return std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b); }
+
+/// Whether two nodes compute the same value (same op, inputs and attributes). Leaves other
+/// than named placeholders are never equal to another node: their values come from outside.
+constexpr bool same_node(const node& a, const node& b) {
+  if (a.o != b.o || a.dt != b.dt || !(a.shape == b.shape) || a.in != b.in) return false;
+  if (a.o == op::bound || a.o == op::scalar) return false;
+  if (a.o == op::input || a.o == op::param) return a.label() == b.label();
+  if (a.o == op::constant) return same_bits(a.value, b.value);
+  return a.axes == b.axes && a.keepdim == b.keepdim && a.axis == b.axis && a.begin == b.begin && a.end == b.end &&
+         a.step == b.step && a.perm == b.perm && same_bits(a.value, b.value);
+}
+
+constexpr std::uint64_t hash_node(const node& n) {
+  std::uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](std::uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+  mix(static_cast<std::uint64_t>(n.o));
+  mix(static_cast<std::uint64_t>(n.dt));
+  for (int i : n.in) mix(static_cast<std::uint64_t>(i + 1));
+  mix(n.axes);
+  mix(static_cast<std::uint64_t>(n.axis));
+  if (n.o == op::constant) mix(std::bit_cast<std::uint64_t>(n.value));
+  for (char ch : n.label()) mix(static_cast<std::uint64_t>(ch));
+  return h;
+}
+
+/// Open-addressing table of node indices for hash-consing (constexpr-friendly).
+struct cse_table {
+  std::vector<int> slots;
+  constexpr explicit cse_table(std::size_t n) {
+    std::size_t cap = 16;
+    while (cap < 2 * n + 2) cap *= 2;
+    slots.assign(cap, -1);
+  }
+  /// The index of a node equal to n in g, or -1 (and n's slot is remembered for `index`).
+  constexpr int find_or_insert(const graph& g, const node& n, int index) {
+    const std::size_t mask = slots.size() - 1;
+    for (std::size_t s = hash_node(n) & mask;; s = (s + 1) & mask) {
+      if (slots[s] < 0) {
+        slots[s] = index;
+        return -1;
+      }
+      if (same_node(g.nodes[static_cast<std::size_t>(slots[s])], n)) return slots[s];
+    }
+  }
+};
+
+struct simplifier {
+  builder& b;
+
+  constexpr const node& at(int i) const { return b.at(i); }
+  constexpr bool is_const(int i, double v) const {
+    return at(i).o == op::constant && same_bits(at(i).value, v);
+  }
+  constexpr bool is_zero(int i) const { return at(i).o == op::constant && at(i).value == 0; }
+
+  /// A node that already computes n's value exactly, or -1.
+  constexpr int replace(const node& n) const {
+    const auto& in = n.in;
+    const auto same_as = [&](int x) { return at(x).dt == n.dt && at(x).shape == n.shape ? x : -1; };
+    const bool integral = !is_floating(n.dt);
+    switch (n.o) {
+      case op::mul:
+        if (is_const(in[1], 1)) return same_as(in[0]);
+        if (is_const(in[0], 1)) return same_as(in[1]);
+        break;
+      case op::div:
+        if (is_const(in[1], 1)) return same_as(in[0]);
+        break;
+      case op::add:
+        if (is_const(in[1], -0.0) || (integral && is_zero(in[1]))) return same_as(in[0]);
+        if (is_const(in[0], -0.0) || (integral && is_zero(in[0]))) return same_as(in[1]);
+        break;
+      case op::sub:
+        if (is_const(in[1], 0.0) || (integral && is_zero(in[1]))) return same_as(in[0]);
+        break;
+      case op::neg:
+        if (at(in[0]).o == op::neg) return same_as(at(in[0]).in[0]);
+        break;
+      case op::cast:
+      case op::broadcast:  // a dyn target extent keeps the source's: equal shapes are identities
+        return same_as(in[0]);
+      case op::reshape: {  // with at most one dyn extent, equal shapes mean equal extents
+        int dyns = 0;
+        for (int i = 0; i < n.shape.rank; ++i) dyns += n.shape.e[i] == dyn;
+        if (dyns <= 1) return same_as(in[0]);
+        break;
+      }
+      case op::permute: {
+        bool identity = true;
+        for (int i = 0; i < n.shape.rank; ++i) identity = identity && n.perm[i] == i;
+        if (identity) return same_as(in[0]);
+        break;
+      }
+      default: break;
+    }
+    return -1;
+  }
+
+  /// Rewrites n into a simpler equivalent node where a rule applies (its inputs may change).
+  constexpr node rewrite(node n) const {
+    const auto& in = n.in;
+    // reshape of reshape: one reshape
+    if (n.o == op::reshape && at(in[0]).o == op::reshape) n.in[0] = at(in[0]).in[0];
+    // permute of permute: one composed permute
+    if (n.o == op::permute && at(in[0]).o == op::permute) {
+      const node& p = at(in[0]);
+      std::array<std::int8_t, max_rank> comp{};
+      for (int i = 0; i < n.shape.rank; ++i) comp[i] = p.perm[n.perm[i]];
+      n.perm = comp;
+      n.in[0] = p.in[0];
+    }
+    // an explicit broadcast into a pointwise op that broadcasts by itself
+    if (is_pointwise(n.o) && n.o != op::cast) {
+      for (int j = 0; j < n.nin(); ++j) {
+        if (at(in[j]).o != op::broadcast) continue;
+        node m = n;
+        m.in[j] = at(in[j]).in[0];
+        dims s{};
+        for (int k = 0; k < m.nin(); ++k) {
+          const broadcast_result r = broadcast(s, at(m.in[k]).shape);
+          s = r.ok ? r.shape : dims::poison();
+        }
+        if (s == n.shape) n = m;
+      }
+    }
+    // canonical operand order for commutative ops
+    if (is_commutative(n.o) && n.in[1] < n.in[0]) {
+      const int t = n.in[0];
+      n.in[0] = n.in[1];
+      n.in[1] = t;
+    }
+    return n;
+  }
+
+  /// Folds n if all its inputs are constants; returns the constant node or n unchanged.
+  constexpr node fold_constants(const node& n) const {
+    if (!is_pointwise(n.o) && n.o != op::numel) return n;
+    if (n.o == op::numel) {
+      const dims& s = at(n.in[0]).shape;
+      double count = 1;
+      for (int i = 0; i < s.rank; ++i)
+        if (n.axes & (1u << i)) {
+          if (s.e[i] == dyn) return n;
+          count *= static_cast<double>(s.e[i]);
+        }
+      node c = builder::make(op::constant, n.dt, dims{});
+      c.value = round_to(count, n.dt);
+      return c;
+    }
+    double v[3]{};
+    for (int j = 0; j < n.nin(); ++j) {
+      if (at(n.in[j]).o != op::constant) return n;
+      v[j] = at(n.in[j]).value;
+    }
+    double r = 0;
+    if (!fold(n.o, at(n.in[n.o == op::where ? 1 : 0]).dt, n.dt, v, r)) return n;
+    node c = builder::make(op::constant, n.dt, dims{});
+    c.value = r;
+    return c;
+  }
+};
+
+/// One sweep: simplify, fold, hash-cons. Returns the new graph (dead nodes still in it).
+constexpr graph sweep(const graph& g) {
+  builder b;
+  b.g.leaves = g.leaves;
+  b.g.nodes.reserve(g.nodes.size());
+  simplifier s{b};
+  cse_table table(g.nodes.size());
+  std::vector<int> to(g.nodes.size(), -1);
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    node n = g.nodes[i];
+    for (int j = 0; j < n.nin(); ++j) n.in[j] = to[static_cast<std::size_t>(n.in[j])];
+    n = s.fold_constants(s.rewrite(n));
+    if (const int r = s.replace(n); r >= 0) {
+      to[i] = r;
+      continue;
+    }
+    const int next = static_cast<int>(b.g.nodes.size());
+    b.g.nodes.push_back(n);
+    const int found = table.find_or_insert(b.g, n, next);
+    if (found >= 0) {
+      b.g.nodes.pop_back();
+      to[i] = found;
+    } else {
+      to[i] = next;
+    }
+  }
+  for (int o : g.outputs) b.g.outputs.push_back(to[static_cast<std::size_t>(o)]);
+  return b.g;
+}
+
+}  // namespace detail
+
+/// Removes nodes no output depends on. Leaves stay (their slots index the leaf table).
+constexpr graph remove_dead(const graph& g) {
+  const std::size_t n = g.nodes.size();
+  std::vector<char> live(n, 0);
+  for (int o : g.outputs) live[static_cast<std::size_t>(o)] = 1;
+  for (std::size_t i = n; i-- > 0;) {
+    if (!live[i]) continue;
+    for (int j = 0; j < g.nodes[i].nin(); ++j) live[static_cast<std::size_t>(g.nodes[i].in[j])] = 1;
+  }
+  graph r;
+  r.leaves = g.leaves;
+  std::vector<int> to(n, -1);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!live[i] && kind_of(g.nodes[i].o) != op_kind::leaf) continue;
+    node x = g.nodes[i];
+    for (int j = 0; j < x.nin(); ++j) x.in[j] = to[static_cast<std::size_t>(x.in[j])];
+    to[i] = r.add(x);
+  }
+  for (int o : g.outputs) r.outputs.push_back(to[static_cast<std::size_t>(o)]);
+  return r;
+}
+
+/// The canonicalisation pass: sweeps until the graph stops changing.
+constexpr graph canonicalize(graph g) {
+  for (int round = 0; round < 16; ++round) {
+    graph next = remove_dead(detail::sweep(g));
+    const bool done = next.nodes.size() == g.nodes.size();
+    g = static_cast<graph&&>(next);
+    if (done) break;
+  }
+  return g;
+}
+
+}  // namespace kiln::passes

@@ -1,0 +1,146 @@
+// kiln/passes/decompose.hpp: kiln's PrimTorch. Every high-level op becomes primitives; the
+// rules below are the whole table, one entry per op. A rule may use other high-level ops
+// (silu uses sigmoid, layer_norm uses mean): they are expanded in turn.
+#pragma once
+
+#include <numbers>
+#include <vector>
+
+#include "../graph/graph.hpp"
+#include "builder.hpp"
+
+namespace kiln::passes {
+
+namespace detail {
+
+/// Bit mask of the trailing `k` axes of a rank-`r` shape.
+constexpr std::uint32_t trailing_axes(int r, int k) {
+  std::uint32_t m = 0;
+  for (int i = r - k; i < r; ++i) m |= 1u << i;
+  return m;
+}
+
+struct decomposer {
+  builder& b;
+
+  constexpr int c(double v, dtype dt) { return b.constant(v, dt); }
+
+  // ---- the table: one rule per high-level op ----------------------------------------------
+  constexpr int relu(int x) { return b.binary(op::max, x, c(0, b.at(x).dt)); }
+  constexpr int sigmoid(int x) {
+    const dtype t = b.at(x).dt;
+    return b.unary(op::reciprocal, b.add(c(1, t), b.unary(op::exp, b.unary(op::neg, x))));
+  }
+  constexpr int silu(int x) { return b.mul(x, sigmoid(x)); }
+  constexpr int gelu(int x) {  // x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2))
+    const dtype t = b.at(x).dt;
+    const int e = b.unary(op::erf, b.mul(x, c(std::numbers::sqrt2 / 2, t)));
+    return b.mul(b.mul(c(0.5, t), x), b.add(c(1, t), e));
+  }
+  constexpr int gelu_tanh(int x) {  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+    const dtype t = b.at(x).dt;
+    const int x3 = b.mul(b.mul(x, x), x);
+    const int inner = b.mul(c(0.7978845608028654, t), b.add(x, b.mul(c(0.044715, t), x3)));
+    return b.mul(b.mul(c(0.5, t), x), b.add(c(1, t), b.unary(op::tanh, inner)));
+  }
+  constexpr int mean(int x, std::uint32_t axes, bool keep) {
+    const int s = b.reduce(op::sum, x, axes, keep);
+    return b.div(s, b.numel(x, axes, b.at(x).dt));
+  }
+  constexpr int var(int x, std::uint32_t axes, bool keep, double correction) {
+    const int d = b.sub(x, mean(x, axes, true));
+    const int ss = b.reduce(op::sum, b.mul(d, d), axes, keep);
+    const dtype t = b.at(x).dt;
+    return b.div(ss, b.sub(b.numel(x, axes, t), c(correction, t)));
+  }
+  constexpr int softmax(int x, int axis) {  // exp(x - max) / sum(exp(x - max))
+    const std::uint32_t a = 1u << axis;
+    const int e = b.unary(op::exp, b.sub(x, b.reduce(op::amax, x, a, true)));
+    return b.div(e, b.reduce(op::sum, e, a, true));
+  }
+  constexpr int log_softmax(int x, int axis) {  // (x - max) - log(sum(exp(x - max)))
+    const std::uint32_t a = 1u << axis;
+    const int z = b.sub(x, b.reduce(op::amax, x, a, true));
+    return b.sub(z, b.unary(op::log, b.reduce(op::sum, b.unary(op::exp, z), a, true)));
+  }
+  constexpr int layer_norm(int x, int gamma, int beta, int eps) {
+    const std::uint32_t a = trailing_axes(b.at(x).shape.rank, b.at(gamma).shape.rank);
+    const int d = b.sub(x, mean(x, a, true));
+    const int v = mean(b.mul(d, d), a, true);
+    return b.add(b.mul(b.mul(d, b.unary(op::rsqrt, b.add(v, eps))), gamma), beta);
+  }
+  constexpr int linear(int x, int w, int bias) {  // x w^T + b
+    if (b.at(x).shape.rank == 1) {
+      const dims row{1, b.at(x).shape.e[0]};
+      const int y = linear(b.reshape(x, row), w, bias);
+      return b.reshape(y, dims{b.at(y).shape.e[1]});
+    }
+    return b.add(b.matmul(x, b.transpose(w)), bias);
+  }
+  constexpr int mse_loss(int p, int q) {
+    const int d = b.sub(p, q);
+    const int sq = b.mul(d, d);
+    return mean(sq, trailing_axes(b.at(sq).shape.rank, b.at(sq).shape.rank), false);
+  }
+  constexpr int cross_entropy(int z, int labels) {  // mean(logsumexp(z) - z[label])
+    const dtype t = b.at(z).dt;
+    const index_t rows = b.at(z).shape.e[0];
+    const int m = b.reduce(op::amax, z, 2u, true);  // [n, 1]
+    const int lse = b.add(b.unary(op::log, b.reduce(op::sum, b.unary(op::exp, b.sub(z, m)), 2u, false)),
+                          b.reshape(m, dims{rows}));
+    const int hit = b.binary(op::eq, b.iota(z, 1, dtype::i64), b.reshape(b.cast(labels, dtype::i64), dims{rows, 1}));
+    const int picked = b.reduce(op::sum, b.where(hit, z, c(0, t)), 2u, false);
+    return mean(b.sub(lse, picked), 1u, false);
+  }
+
+  /// Emits node n (inputs already renumbered) in primitive form; returns its new index.
+  constexpr int run(node n) {
+    const auto& in = n.in;
+    switch (n.o) {
+      case op::relu: return relu(in[0]);
+      case op::sigmoid: return sigmoid(in[0]);
+      case op::silu: return silu(in[0]);
+      case op::gelu: return gelu(in[0]);
+      case op::gelu_tanh: return gelu_tanh(in[0]);
+      case op::mean: return mean(in[0], n.axes, n.keepdim);
+      case op::var: return var(in[0], n.axes, n.keepdim, n.value);
+      case op::softmax: return softmax(in[0], n.axis);
+      case op::log_softmax: return log_softmax(in[0], n.axis);
+      case op::layer_norm: return layer_norm(in[0], in[1], in[2], in[3]);
+      case op::linear: return linear(in[0], in[1], in[2]);
+      case op::mse_loss: return mse_loss(in[0], in[1]);
+      case op::cross_entropy: return cross_entropy(in[0], in[1]);
+      default: return b.emit(n);  // already a primitive
+    }
+  }
+};
+
+}  // namespace detail
+
+/// Whether op o is in the primitive set (what decompose leaves).
+constexpr bool is_primitive(op o) {
+  switch (o) {
+    case op::relu: case op::sigmoid: case op::silu: case op::gelu: case op::gelu_tanh: case op::mean:
+    case op::var: case op::softmax: case op::log_softmax: case op::layer_norm: case op::linear:
+    case op::mse_loss: case op::cross_entropy:
+      return false;
+    default: return true;
+  }
+}
+
+/// The decomposition pass: the same computation with primitives only.
+constexpr graph decompose(const graph& g) {
+  builder b;
+  b.g.leaves = g.leaves;
+  detail::decomposer d{b};
+  std::vector<int> to(g.nodes.size(), -1);
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    node n = g.nodes[i];
+    for (int j = 0; j < n.nin(); ++j) n.in[j] = to[static_cast<std::size_t>(n.in[j])];
+    to[i] = d.run(n);
+  }
+  for (int o : g.outputs) b.g.outputs.push_back(to[static_cast<std::size_t>(o)]);
+  return b.g;
+}
+
+}  // namespace kiln::passes

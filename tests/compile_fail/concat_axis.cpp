@@ -1,0 +1,11 @@
+// concat along axis 2 of rank-2 tensors: the axis is the mistake.
+// expect-errors: 1
+// expect: axis_out_of_range
+// expect: op::concat
+#include <kiln/kiln.hpp>
+using namespace kiln;
+int main() {
+  auto a = input<"a", f32, shape<2, 3>>{};
+  auto y = concat<2>(a, a);
+  (void)y;
+}
