@@ -281,7 +281,7 @@ struct composite : expr_base {
       case op::log_softmax: return s[0];
       case op::layer_norm: return detail::ok_or_poison(layer_norm_shape(s[0], s[1], s[2]));
       case op::linear: return detail::ok_or_poison(linear_shape(s[0], s[1], s[2]));
-      case op::mse_loss: return broadcast(s[0], s[1]).ok ? dims{} : dims::poison();
+      case op::mse_loss: return kiln::broadcast(s[0], s[1]).ok ? dims{} : dims::poison();
       case op::cross_entropy: return detail::ok_or_poison(cross_entropy_shape(s[0], s[1]));
       default: return dims::poison();
     }
