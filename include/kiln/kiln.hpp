@@ -16,6 +16,8 @@
 #include "passes/builder.hpp"
 #include "passes/canonicalize.hpp"
 #include "passes/decompose.hpp"
+#include "passes/fuse.hpp"
+#include "passes/plan.hpp"
 #include "passes/pipeline.hpp"
 #include "backend/eager.hpp"
 #include "eval.hpp"

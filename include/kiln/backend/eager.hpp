@@ -610,4 +610,57 @@ std::vector<any_tensor> run(const G& g, const std::vector<any_tensor>& leaves) {
   return outs;
 }
 
+/// Runs a fused, planned schedule kernel by kernel, in kernel order, keeping only what the
+/// plan keeps: a value not written by its kernel is dropped when the kernel ends, and a value
+/// in a scratch buffer is dropped when another value takes the buffer. A kernel that reads a
+/// dropped value means the schedule is wrong; this throws std::logic_error saying so. Used to
+/// test the fusion and memory-planning passes.
+template <class S>
+std::vector<any_tensor> run_schedule(const S& s, const std::vector<any_tensor>& leaves) {
+  const auto& g = s.g;
+  const std::size_t n = g.nodes.size();
+  if (static_cast<int>(leaves.size()) != g.leaves) throw std::invalid_argument("kiln: eager: wrong leaf count");
+  std::vector<any_tensor> vals(n);
+  std::vector<int> occupant(s.buffers.size(), -1);
+  // leaves, constants and views have no kernel: evaluate them on demand
+  auto value = [&](auto& self, int i) -> any_tensor {
+    const node& x = g.nodes[static_cast<std::size_t>(i)];
+    if (kind_of(x.o) == op_kind::leaf) return leaves[static_cast<std::size_t>(x.slot)];
+    if (s.kernel_of[static_cast<std::size_t>(i)] < 0) {
+      any_tensor in[4];
+      for (int j = 0; j < x.nin(); ++j) in[j] = self(self, x.in[j]);
+      return detail::run_node(x, in);
+    }
+    const any_tensor& v = vals[static_cast<std::size_t>(i)];
+    const int b = s.buffer_of[static_cast<std::size_t>(i)];
+    if (!v.defined() || (b >= 0 && occupant[static_cast<std::size_t>(b)] != i))
+      throw std::logic_error("kiln: schedule reads node " + std::to_string(i) + " (" + std::string(name(x.o)) +
+                             ") after its value was dropped");
+    return v;
+  };
+  for (int k = 0; k < static_cast<int>(s.kernels.size()); ++k) {
+    for (std::size_t i = 0; i < n; ++i) {
+      if (s.kernel_of[i] != k) continue;
+      const node& x = g.nodes[i];
+      any_tensor in[4];
+      for (int j = 0; j < x.nin(); ++j) in[j] = value(value, x.in[j]);
+      vals[i] = detail::run_node(x, in);
+      if (s.buffer_of[i] >= 0) occupant[static_cast<std::size_t>(s.buffer_of[i])] = static_cast<int>(i);
+    }
+    for (std::size_t i = 0; i < n; ++i)
+      if (s.kernel_of[i] == k && !s.written[i]) vals[i] = any_tensor{};  // stays in registers: gone
+  }
+  std::vector<any_tensor> outs;
+  for (int o : g.outputs) {
+    any_tensor v = value(value, o);
+    for (const any_tensor& l : leaves)
+      if (v.shares_storage(l)) {
+        v = v.clone();
+        break;
+      }
+    outs.push_back(v);
+  }
+  return outs;
+}
+
 }  // namespace kiln::eager

@@ -1,0 +1,355 @@
+// kiln/passes/fuse.hpp: the scheduling half of kiln's Inductor. Groups the nodes of a
+// primitive graph into kernels, as TorchInductor does:
+//   - vertical fusion: a pointwise node joins the kernel of an operand when it iterates over
+//     the same space;
+//   - reductions take their pointwise prologue (the kernel computing their input), and a row
+//     kernel (a reduction's space) takes the pointwise epilogue on the full or the reduced
+//     space and further reductions over the same axes: softmax and layer_norm over a row are
+//     one kernel, and sibling reductions over the same input (mean and variance) share a pass;
+//   - a matmul takes its pointwise epilogue (bias, activation, residual add, cast);
+//   - views (reshape, permute, slice, broadcast) and element counts are not kernels: they
+//     change how a buffer is indexed. Their operand must then be materialised.
+// A node joins a kernel only when that cannot create a cycle between kernels. Each kernel
+// records its iteration space, the buffers it reads and writes, and their sizes in bytes.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "../core/shape_rules.hpp"
+#include "../graph/graph.hpp"
+
+namespace kiln::passes {
+
+enum class kernel_kind : std::uint8_t { pointwise, reduction, matmul };
+
+constexpr std::string_view name(kernel_kind k) {
+  switch (k) {
+    case kernel_kind::pointwise: return "pointwise";
+    case kernel_kind::reduction: return "reduction";
+    case kernel_kind::matmul: return "matmul";
+  }
+  return "?";
+}
+
+/// A size that may depend on the dynamic extent: fixed + per_dyn * N, where N stands for every
+/// dyn extent (kiln's graphs usually have one, the batch). A tensor with two dyn extents is
+/// counted with one of them as 1 and marks the size as approximate.
+struct bytes_t {
+  index_t fixed = 0;
+  index_t per_dyn = 0;
+  bool approximate = false;
+
+  constexpr bytes_t& operator+=(const bytes_t& o) {
+    fixed += o.fixed;
+    per_dyn += o.per_dyn;
+    approximate = approximate || o.approximate;
+    return *this;
+  }
+  friend constexpr bytes_t operator+(bytes_t a, const bytes_t& b) { return a += b; }
+  friend constexpr bool operator==(const bytes_t& a, const bytes_t& b) {
+    return a.fixed == b.fixed && a.per_dyn == b.per_dyn && a.approximate == b.approximate;
+  }
+  /// Whether this size is at least o for every N >= 1.
+  constexpr bool covers(const bytes_t& o) const {
+    return per_dyn >= o.per_dyn && fixed + per_dyn >= o.fixed + o.per_dyn;
+  }
+  constexpr index_t at(index_t n) const { return fixed + per_dyn * n; }
+};
+
+/// Bytes of a tensor of this shape and dtype.
+constexpr bytes_t bytes_of(const dims& s, dtype dt) {
+  index_t fixed = static_cast<index_t>(size_of(dt));
+  int dyns = 0;
+  for (int i = 0; i < s.rank; ++i) {
+    if (s.e[i] == dyn) ++dyns;
+    else fixed *= s.e[i];
+  }
+  if (dyns == 0) return {fixed, 0, false};
+  return {0, fixed, dyns > 1};
+}
+
+struct kernel {
+  kernel_kind kind = kernel_kind::pointwise;
+  dims space{};              ///< iteration space: output shape, or a reduction's input shape
+  std::uint32_t axes = 0;    ///< reduction kernels: the reduced axes of `space`
+  int root = -1;             ///< the first node of the kernel
+  int source = -1;           ///< reduction kernels: the buffer their first reduction reads, or -1
+  int nodes = 0;             ///< graph nodes computed in this kernel
+  int reads = 0, writes = 0; ///< buffers read (leaves and other kernels' outputs) and written
+  bytes_t bytes_read{}, bytes_written{};
+};
+
+/// Roles of nodes outside kernels.
+inline constexpr int no_kernel = -1;
+
+/// A primitive graph with its nodes grouped into kernels, kernels in execution order.
+struct fused_graph {
+  graph g;
+  std::vector<int> kernel_of;  ///< per node: its kernel, or no_kernel (leaves, constants, views)
+  std::vector<char> written;   ///< per node: materialised (an output, or read by another kernel or a view)
+  std::vector<kernel> kernels;
+};
+
+constexpr bool is_view(op o) {
+  return o == op::reshape || o == op::permute || o == op::slice || o == op::broadcast || o == op::numel;
+}
+
+namespace detail {
+
+struct fuser {
+  const graph& g;
+  std::vector<int> kernel_of;
+  std::vector<kernel> kernels;
+  std::vector<std::vector<int>> reads_from;  // per kernel: kernels whose outputs it reads
+
+  /// The computed node a view chain looks at, or -1 for a leaf/constant.
+  constexpr int source(int i) const {
+    while (i >= 0) {
+      const node& n = g.nodes[static_cast<std::size_t>(i)];
+      if (kind_of(n.o) == op_kind::leaf || n.o == op::constant) return -1;
+      if (!is_view(n.o)) return i;
+      i = n.in[0];
+    }
+    return -1;
+  }
+  constexpr bool depends_on(int from, int target) const {  // does kernel `from` read `target`, transitively?
+    if (from == target) return true;
+    std::vector<int> stack{from};
+    std::vector<char> seen(kernels.size(), 0);
+    while (!stack.empty()) {
+      const int k = stack.back();
+      stack.pop_back();
+      for (int r : reads_from[static_cast<std::size_t>(k)]) {
+        if (r == target) return true;
+        if (!seen[static_cast<std::size_t>(r)]) {
+          seen[static_cast<std::size_t>(r)] = 1;
+          stack.push_back(r);
+        }
+      }
+    }
+    return false;
+  }
+
+  /// The buffer a leaf-or-view operand reads (its leaf node), or -1.
+  constexpr int leaf_source(int i) const {
+    while (i >= 0) {
+      const node& n = g.nodes[static_cast<std::size_t>(i)];
+      if (kind_of(n.o) == op_kind::leaf) return i;
+      if (!is_view(n.o)) return -1;
+      i = n.in[0];
+    }
+    return -1;
+  }
+
+  /// A reduction kernel over `space` (and `axes`, unless ~0u) that reads the same buffer as
+  /// operand `in`, which a node with dependencies `deps` can join without a cycle; else -1.
+  constexpr int sibling(const dims& space, std::uint32_t axes, int in, const int* deps, int count) const {
+    int src = source(in);
+    if (src < 0) src = leaf_source(in);
+    if (src < 0) return -1;
+    for (int k = static_cast<int>(kernels.size()) - 1; k >= 0; --k) {
+      const kernel& K = kernels[static_cast<std::size_t>(k)];
+      if (K.kind != kernel_kind::reduction || K.source != src || !(K.space == space)) continue;
+      if (axes != ~0u && K.axes != axes) continue;
+      bool cycle = false;
+      for (int m = 0; m < count; ++m)
+        if (deps[m] >= 0 && deps[m] != k && depends_on(deps[m], k)) cycle = true;
+      if (!cycle) return k;
+    }
+    return -1;
+  }
+
+  constexpr bool fits(const kernel& k, const node& n) const {
+    switch (k.kind) {
+      case kernel_kind::pointwise:
+      case kernel_kind::matmul: return n.shape == k.space;
+      case kernel_kind::reduction:
+        return n.shape == k.space || n.shape == reduce_shape(k.space, k.axes, true).shape ||
+               n.shape == reduce_shape(k.space, k.axes, false).shape;
+    }
+    return false;
+  }
+
+  constexpr int open(kernel_kind kind, const dims& space, std::uint32_t axes, int root) {
+    kernel k;
+    k.kind = kind;
+    k.space = space;
+    k.axes = axes;
+    k.root = root;
+    kernels.push_back(k);
+    reads_from.emplace_back();
+    return static_cast<int>(kernels.size()) - 1;
+  }
+
+  constexpr void place(int i, int k, const int* operand_kernels, int count) {
+    kernel_of[static_cast<std::size_t>(i)] = k;
+    ++kernels[static_cast<std::size_t>(k)].nodes;
+    for (int j = 0; j < count; ++j) {
+      const int o = operand_kernels[j];
+      if (o == no_kernel || o == k) continue;
+      auto& r = reads_from[static_cast<std::size_t>(k)];
+      bool have = false;
+      for (int x : r) have = have || x == o;
+      if (!have) r.push_back(o);
+    }
+  }
+
+  constexpr void run() {
+    kernel_of.assign(g.nodes.size(), no_kernel);
+    for (std::size_t idx = 0; idx < g.nodes.size(); ++idx) {
+      const int i = static_cast<int>(idx);
+      const node& n = g.nodes[idx];
+      if (kind_of(n.o) == op_kind::leaf || n.o == op::constant || is_view(n.o)) continue;
+      // join[j]: the kernel computing operand j, which this node may join; dep[j]: the kernel
+      // whose buffer operand j reads (through views too)
+      int join[4]{no_kernel, no_kernel, no_kernel, no_kernel}, deps[4]{no_kernel, no_kernel, no_kernel, no_kernel};
+      for (int j = 0; j < n.nin(); ++j) {
+        const int in = n.in[j];
+        if (is_view(g.nodes[static_cast<std::size_t>(in)].o)) {
+          const int src = source(in);
+          deps[j] = src >= 0 ? kernel_of[static_cast<std::size_t>(src)] : no_kernel;
+        } else {
+          join[j] = deps[j] = kernel_of[static_cast<std::size_t>(in)];
+        }
+      }
+      const int count = n.nin();
+
+      if (n.o == op::matmul) {
+        place(i, open(kernel_kind::matmul, n.shape, 0, i), deps, count);
+        continue;
+      }
+      if (kind_of(n.o) == op_kind::reduce) {
+        const int k = join[0];
+        if (k >= 0) {
+          kernel& p = kernels[static_cast<std::size_t>(k)];
+          const dims& in = g.nodes[static_cast<std::size_t>(n.in[0])].shape;
+          if (p.kind == kernel_kind::pointwise && p.space == in) {
+            p.kind = kernel_kind::reduction;  // the kernel becomes this reduction's prologue
+            p.axes = n.axes;
+            p.source = -1;
+            place(i, k, deps, count);
+            continue;
+          }
+          if (p.kind == kernel_kind::reduction && p.space == in && p.axes == n.axes) {
+            place(i, k, deps, count);
+            continue;
+          }
+        }
+        // horizontal fusion: a sibling reduction of the same buffer over the same axes
+        const int src = source(n.in[0]);
+        const dims& in = g.nodes[static_cast<std::size_t>(n.in[0])].shape;
+        if (const int sib = sibling(in, n.axes, n.in[0], deps, count); sib >= 0) {
+          place(i, sib, deps, count);
+          continue;
+        }
+        const int k2 = open(kernel_kind::reduction, in, n.axes, i);
+        kernels[static_cast<std::size_t>(k2)].source = src >= 0 && kernel_of[static_cast<std::size_t>(src)] != no_kernel
+                                                           ? src
+                                                           : leaf_source(n.in[0]);
+        place(i, k2, deps, count);
+        continue;
+      }
+      // pointwise (and concat, iota): join the latest operand kernel it fits, without a cycle
+      int best = no_kernel;
+      if (n.o != op::concat && n.o != op::iota) {
+        for (int j = 0; j < count; ++j) {
+          const int k = join[j];
+          if (k < 0 || k <= best || !fits(kernels[static_cast<std::size_t>(k)], n)) continue;
+          bool cycle = false;
+          for (int m = 0; m < count; ++m)
+            if (deps[m] >= 0 && deps[m] != k && depends_on(deps[m], k)) cycle = true;
+          if (!cycle) best = k;
+        }
+      }
+      if (best == no_kernel && n.o != op::concat && n.o != op::iota) {
+        // horizontal fusion: a pointwise node reading the same buffer as a row kernel of its space
+        for (int j = 0; j < count && best == no_kernel; ++j)
+          best = sibling(n.shape, ~0u, n.in[j], deps, count);
+      }
+      if (best == no_kernel) best = open(kernel_kind::pointwise, n.shape, 0, i);
+      place(i, best, deps, count);
+    }
+  }
+
+  /// Kernels in an order where every kernel comes after the kernels it reads.
+  constexpr std::vector<int> order() const {
+    const std::size_t k = kernels.size();
+    std::vector<int> out;
+    std::vector<char> state(k, 0);  // 0 new, 1 on stack, 2 done
+    for (std::size_t s = 0; s < k; ++s) {
+      if (state[s]) continue;
+      std::vector<std::pair<int, std::size_t>> stack{{static_cast<int>(s), 0}};
+      state[s] = 1;
+      while (!stack.empty()) {
+        auto& [v, next] = stack.back();
+        const auto& r = reads_from[static_cast<std::size_t>(v)];
+        if (next < r.size()) {
+          const int w = r[next++];
+          if (!state[static_cast<std::size_t>(w)]) {
+            state[static_cast<std::size_t>(w)] = 1;
+            stack.push_back({w, 0});
+          }
+        } else {
+          state[static_cast<std::size_t>(v)] = 2;
+          out.push_back(v);
+          stack.pop_back();
+        }
+      }
+    }
+    return out;
+  }
+};
+
+}  // namespace detail
+
+/// The fusion pass.
+constexpr fused_graph fuse(const graph& g) {
+  detail::fuser f{g, {}, {}, {}};
+  f.run();
+  // renumber kernels in execution order
+  const std::vector<int> order = f.order();
+  std::vector<int> rank(order.size(), 0);
+  for (std::size_t r = 0; r < order.size(); ++r) rank[static_cast<std::size_t>(order[r])] = static_cast<int>(r);
+  fused_graph out{g, f.kernel_of, std::vector<char>(g.nodes.size(), 0), {}};
+  for (int& k : out.kernel_of)
+    if (k != no_kernel) k = rank[static_cast<std::size_t>(k)];
+  for (int k : order) out.kernels.push_back(f.kernels[static_cast<std::size_t>(k)]);
+  // which values are written: outputs, and values read by another kernel or through a view
+  for (int o : g.outputs) out.written[static_cast<std::size_t>(o)] = 1;
+  for (std::size_t u = 0; u < g.nodes.size(); ++u)
+    for (int j = 0; j < g.nodes[u].nin(); ++j) {
+      const auto i = static_cast<std::size_t>(g.nodes[u].in[j]);
+      if (out.kernel_of[i] != no_kernel && (out.kernel_of[u] != out.kernel_of[i] || is_view(g.nodes[u].o)))
+        out.written[i] = 1;
+    }
+  // reads and writes of each kernel, in bytes (a buffer read twice by one kernel counts once)
+  std::vector<std::vector<int>> seen(out.kernels.size());
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    const int k = out.kernel_of[i];
+    if (k == no_kernel) continue;
+    kernel& K = out.kernels[static_cast<std::size_t>(k)];
+    const node& n = g.nodes[i];
+    if (out.written[i]) {
+      ++K.writes;
+      K.bytes_written += bytes_of(n.shape, n.dt);
+    }
+    for (int j = 0; j < n.nin(); ++j) {
+      int src = n.in[j];
+      while (is_view(g.nodes[static_cast<std::size_t>(src)].o) && g.nodes[static_cast<std::size_t>(src)].o != op::numel)
+        src = g.nodes[static_cast<std::size_t>(src)].in[0];
+      const node& s = g.nodes[static_cast<std::size_t>(src)];
+      if (s.o == op::numel || s.o == op::constant) continue;                 // values, not buffers
+      if (out.kernel_of[static_cast<std::size_t>(src)] == k) continue;        // computed in this kernel
+      bool dup = false;
+      for (int x : seen[static_cast<std::size_t>(k)]) dup = dup || x == src;
+      if (dup) continue;
+      seen[static_cast<std::size_t>(k)].push_back(src);
+      ++K.reads;
+      K.bytes_read += bytes_of(s.shape, s.dt);
+    }
+  }
+  return out;
+}
+
+}  // namespace kiln::passes

@@ -1,0 +1,107 @@
+// kiln/passes/plan.hpp: memory planning. Decides which intermediates get scratch buffers
+// (those a kernel writes for another kernel: values that stay inside a kernel never touch
+// memory; graph outputs are written into the caller's tensors), and shares buffers between
+// values whose lifetimes do not overlap (greedy, best fit, in kernel order). Reports the peak
+// scratch memory and the bytes each kernel moves.
+#pragma once
+
+#include <array>
+#include <vector>
+
+#include "fuse.hpp"
+
+namespace kiln::passes {
+
+/// A fused graph with its memory plan: the whole result of the compile-time pipeline.
+struct schedule {
+  graph g;
+  std::vector<int> kernel_of;
+  std::vector<char> written;
+  std::vector<kernel> kernels;
+  std::vector<int> buffer_of;   ///< per node: its scratch buffer, or -1
+  std::vector<bytes_t> buffers; ///< size of each scratch buffer
+};
+
+/// The memory-planning pass.
+constexpr schedule plan(const fused_graph& f) {
+  const graph& g = f.g;
+  const std::size_t n = g.nodes.size();
+  schedule s{g, f.kernel_of, f.written, f.kernels, std::vector<int>(n, -1), {}};
+  // last kernel that reads each value (through views too)
+  std::vector<int> last(n, -1);
+  for (std::size_t u = 0; u < n; ++u) {
+    const int k = f.kernel_of[u];
+    if (k == no_kernel) continue;
+    for (int j = 0; j < g.nodes[u].nin(); ++j) {
+      int src = g.nodes[u].in[j];
+      while (is_view(g.nodes[static_cast<std::size_t>(src)].o)) src = g.nodes[static_cast<std::size_t>(src)].in[0];
+      auto& l = last[static_cast<std::size_t>(src)];
+      l = l > k ? l : k;
+    }
+  }
+  std::vector<char> is_output(n, 0);
+  for (int o : g.outputs) is_output[static_cast<std::size_t>(o)] = 1;
+  std::vector<int> busy_until;  // per buffer: last kernel reading its current value
+  for (int k = 0; k < static_cast<int>(f.kernels.size()); ++k) {
+    for (std::size_t i = 0; i < n; ++i) {
+      if (f.kernel_of[i] != k || !f.written[i] || is_output[i]) continue;
+      const bytes_t need = bytes_of(g.nodes[i].shape, g.nodes[i].dt);
+      int best = -1;
+      for (std::size_t b = 0; b < s.buffers.size(); ++b) {
+        if (busy_until[b] >= k || !s.buffers[b].covers(need)) continue;  // a buffer read by kernel k stays busy
+        if (best < 0 || s.buffers[static_cast<std::size_t>(best)].covers(s.buffers[b])) best = static_cast<int>(b);
+      }
+      if (best < 0) {
+        s.buffers.push_back(need);
+        busy_until.push_back(0);
+        best = static_cast<int>(s.buffers.size()) - 1;
+      }
+      s.buffer_of[i] = best;
+      busy_until[static_cast<std::size_t>(best)] = last[i] > k ? last[i] : k;
+    }
+  }
+  return s;
+}
+
+/// Peak scratch memory of a schedule: the sum of its buffers.
+template <class S>
+constexpr bytes_t scratch_bytes(const S& s) {
+  bytes_t total{};
+  for (const bytes_t& b : s.buffers) total += b;
+  return total;
+}
+
+/// A schedule frozen into arrays, to be a static constexpr member of a plan type.
+template <std::size_t N, std::size_t M, std::size_t K, std::size_t B>
+struct frozen_schedule {
+  frozen_graph<N, M> g;
+  std::array<int, N> kernel_of{};
+  std::array<char, N> written{};
+  std::array<kernel, K> kernels{};
+  std::array<int, N> buffer_of{};
+  std::array<bytes_t, B> buffers{};
+};
+
+/// Freezes the schedule returned by a captureless constexpr lambda (run twice: size, fill).
+template <class Make>
+constexpr auto freeze_schedule(Make) {
+  constexpr auto size = [] {
+    const schedule s = Make{}();
+    return std::array<std::size_t, 4>{s.g.nodes.size(), s.g.outputs.size(), s.kernels.size(), s.buffers.size()};
+  }();
+  const schedule s = Make{}();
+  frozen_schedule<size[0], size[1], size[2], size[3]> f;
+  for (std::size_t i = 0; i < size[0]; ++i) {
+    f.g.nodes[i] = s.g.nodes[i];
+    f.kernel_of[i] = s.kernel_of[i];
+    f.written[i] = s.written[i];
+    f.buffer_of[i] = s.buffer_of[i];
+  }
+  for (std::size_t i = 0; i < size[1]; ++i) f.g.outputs[i] = s.g.outputs[i];
+  f.g.leaves = s.g.leaves;
+  for (std::size_t i = 0; i < size[2]; ++i) f.kernels[i] = s.kernels[i];
+  for (std::size_t i = 0; i < size[3]; ++i) f.buffers[i] = s.buffers[i];
+  return f;
+}
+
+}  // namespace kiln::passes
