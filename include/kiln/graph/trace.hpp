@@ -8,6 +8,7 @@
 
 #include <tuple>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "../core/tensor.hpp"
@@ -45,14 +46,25 @@ constexpr graph trace(const E&) {
   return traced<E>::value.thaw();
 }
 
+template <expression E>
+void collect_leaves(const E& e, std::vector<any_tensor>& out);
+
+namespace detail {
+template <class E, std::size_t... I>
+void collect_kids(const E& e, std::vector<any_tensor>& out, std::index_sequence<I...>) {
+  const auto kids = e.children();
+  (collect_leaves(std::get<I>(kids), out), ...);
+}
+}  // namespace detail
+
 /// Appends the run-time values of e's leaves in slot order (the order trace numbers them):
 /// bound tensors and scalars carry their value, named placeholders an undefined tensor.
+/// (Two template levels per expression level, no std::apply: g++ stops at a depth of 900.)
 template <expression E>
 void collect_leaves(const E& e, std::vector<any_tensor>& out) {
-  if constexpr (std::tuple_size_v<typename E::kids> == 0)
-    out.push_back(e.leaf_value());
-  else
-    std::apply([&](const auto&... k) { (collect_leaves(k, out), ...); }, e.children());
+  constexpr std::size_t k = std::tuple_size_v<typename E::kids>;
+  if constexpr (k == 0) out.push_back(e.leaf_value());
+  else detail::collect_kids(e, out, std::make_index_sequence<k>{});
 }
 
 }  // namespace kiln
