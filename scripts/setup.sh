@@ -8,6 +8,7 @@ packages=(
   libxsimd-dev xtl-dev libboost-dev                  # kiln's own dependencies (xsimd, Boost.Hana)
   doctest-dev libbenchmark-dev                       # tests and benchmarks
   libclang-rt-14-dev libomp-14-dev                   # clang's sanitizer runtimes and OpenMP
+  graphviz                                           # renders kiln DOT dumps (scripts/render-dot.sh)
 )
 
 missing=()

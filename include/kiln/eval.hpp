@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/eager.hpp"
+#include "debug/logs.hpp"
 #include "core/tensor.hpp"
 #include "graph/expr.hpp"
 #include "graph/trace.hpp"
@@ -62,6 +63,7 @@ std::vector<any_tensor> bind_leaves(const G& g, const E& e, std::initializer_lis
 template <expression E>
 any_tensor eval_any(const E& e, std::initializer_list<feed> feeds) {
   constexpr const auto& g = traced<E>::value;
+  log_once<E>();
   return eager::run(g, bind_leaves(g, e, feeds))[0];
 }
 template <expression E>

@@ -20,4 +20,5 @@
 #include "passes/plan.hpp"
 #include "passes/pipeline.hpp"
 #include "backend/eager.hpp"
+#include "debug/logs.hpp"
 #include "eval.hpp"

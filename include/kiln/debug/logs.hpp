@@ -1,0 +1,198 @@
+// kiln/debug/logs.hpp: KILN_LOGS, printing a plan's stages, and Graphviz DOT dumps.
+//
+//   KILN_LOGS=graph,prims,fusion,plan   (a comma list; `all` for every stage)
+// makes the first evaluation of each expression type print those stages of its plan to
+// stderr, from the frozen plan, as TORCH_LOGS does for torch.compile. to_dot() writes the
+// fused graph as DOT, one cluster per kernel: `dot -Tpng plan.dot -o plan.png`.
+#pragma once
+
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <ostream>
+#include <sstream>
+#include <string>
+#include <string_view>
+
+#include "../graph/graph.hpp"
+#include "../graph/trace.hpp"
+#include "../passes/pipeline.hpp"
+
+namespace kiln {
+
+/// Which stages to log.
+struct log_stages {
+  bool graph = false, prims = false, fusion = false, plan = false;
+  constexpr bool any() const { return graph || prims || fusion || plan; }
+};
+
+/// Parses a KILN_LOGS value; names it does not know are listed in `unknown`.
+inline log_stages parse_logs(std::string_view spec, std::string* unknown = nullptr) {
+  log_stages s;
+  while (!spec.empty()) {
+    const std::size_t comma = spec.find(',');
+    std::string_view item = spec.substr(0, comma);
+    spec = comma == std::string_view::npos ? std::string_view{} : spec.substr(comma + 1);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    if (item == "graph") s.graph = true;
+    else if (item == "prims") s.prims = true;
+    else if (item == "fusion") s.fusion = true;
+    else if (item == "plan") s.plan = true;
+    else if (item == "all") s = {true, true, true, true};
+    else if (!item.empty() && unknown) *unknown += (unknown->empty() ? "" : ", ") + std::string(item);
+  }
+  return s;
+}
+
+/// The stages KILN_LOGS asks for, read once (a warning names unknown stages).
+inline const log_stages& logs_from_env() {
+  static const log_stages s = [] {
+    const char* v = std::getenv("KILN_LOGS");
+    std::string unknown;
+    const log_stages r = parse_logs(v ? v : "", &unknown);
+    if (!unknown.empty())
+      std::fprintf(stderr, "kiln: KILN_LOGS: unknown stage(s) %s (known: graph, prims, fusion, plan, all)\n",
+                   unknown.c_str());
+    return r;
+  }();
+  return s;
+}
+
+namespace debug {
+
+inline std::string node_line(const node& n, int i) {
+  std::string s = "%" + std::to_string(i) + " = " + std::string(name(n.o)) + " " + std::string(name(n.dt)) + " " +
+                  to_string(n.shape);
+  for (int j = 0; j < n.nin(); ++j) s += " %" + std::to_string(n.in[j]);
+  if (!n.label().empty()) s += " \"" + std::string(n.label()) + "\"";
+  if (n.o == op::constant) {
+    std::ostringstream v;
+    v << n.value;
+    s += " value=" + v.str();
+  }
+  if (kind_of(n.o) == op_kind::reduce) s += " axes=" + std::to_string(n.axes) + (n.keepdim ? " keepdim" : "");
+  return s;
+}
+
+inline std::string bytes_text(const passes::bytes_t& b) {
+  std::string s;
+  if (b.fixed || !b.per_dyn) s = std::to_string(b.fixed);
+  if (b.per_dyn) s += (s.empty() ? "" : " + ") + std::to_string(b.per_dyn) + "*N";
+  return s + (b.approximate ? " (approx.)" : "") + " B";
+}
+
+template <class G>
+void print_graph(std::ostream& os, const G& g, std::string_view title) {
+  os << "[kiln] " << title << ": " << g.nodes.size() << " nodes, " << g.leaves << " leaves\n";
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) os << "  " << node_line(g.nodes[i], static_cast<int>(i)) << "\n";
+  os << "  outputs:";
+  for (int o : g.outputs) os << " %" << o;
+  os << "\n";
+}
+
+template <class S>
+void print_fusion(std::ostream& os, const S& s) {
+  os << "[kiln] fusion: " << s.kernels.size() << " kernels\n";
+  for (std::size_t k = 0; k < s.kernels.size(); ++k) {
+    const passes::kernel& K = s.kernels[k];
+    os << "  kernel " << k << ": " << name(K.kind) << " over " << to_string(K.space);
+    if (K.kind == passes::kernel_kind::reduction) os << " reducing axes " << K.axes;
+    os << ", " << K.nodes << " nodes, reads " << K.reads << " (" << bytes_text(K.bytes_read) << "), writes "
+       << K.writes << " (" << bytes_text(K.bytes_written) << ")\n   ";
+    for (std::size_t i = 0; i < s.g.nodes.size(); ++i)
+      if (s.kernel_of[i] == static_cast<int>(k)) os << " %" << i << (s.written[i] ? "*" : "");
+    os << "\n";
+  }
+  os << "  (* = written to memory)\n";
+}
+
+template <class S>
+void print_plan(std::ostream& os, const S& s) {
+  os << "[kiln] plan: " << s.buffers.size() << " scratch buffers, peak scratch "
+     << bytes_text(passes::scratch_bytes(s)) << "\n";
+  for (std::size_t b = 0; b < s.buffers.size(); ++b) {
+    os << "  buffer " << b << " (" << bytes_text(s.buffers[b]) << "):";
+    for (std::size_t i = 0; i < s.g.nodes.size(); ++i)
+      if (s.buffer_of[i] == static_cast<int>(b)) os << " %" << i << " (kernel " << s.kernel_of[i] << ")";
+    os << "\n";
+  }
+}
+
+}  // namespace debug
+
+/// Prints the requested stages of expression type E's plan.
+template <class E>
+void print_stages(std::ostream& os, const log_stages& st) {
+  if (st.graph) debug::print_graph(os, traced<E>::value, "graph (as captured)");
+  constexpr const auto& s = plan<E>::schedule;
+  if (st.prims) debug::print_graph(os, s.g, "prims (decomposed, canonicalised)");
+  if (st.fusion) debug::print_fusion(os, s);
+  if (st.plan) debug::print_plan(os, s);
+}
+
+/// Prints what KILN_LOGS asks for, the first time it is called for expression type E.
+template <class E>
+void log_once() {
+  const log_stages& st = logs_from_env();
+  if (!st.any()) return;
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    std::ostringstream os;
+    print_stages<E>(os, st);
+    std::fputs(os.str().c_str(), stderr);
+  });
+}
+
+namespace debug {
+inline std::string dot_escape(std::string s) {
+  std::string r;
+  for (char c : s) r += c == '"' ? std::string("\\\"") : std::string(1, c);
+  return r;
+}
+}  // namespace debug
+
+/// Graphviz DOT of a schedule: one cluster per kernel, leaves as ellipses, views dashed,
+/// values written to memory with a bold border.
+template <class S>
+std::string to_dot(const S& s) {
+  std::ostringstream os;
+  os << "digraph kiln {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n";
+  auto label = [&](std::size_t i) {
+    const node& n = s.g.nodes[i];
+    std::string l = "%" + std::to_string(i) + " " + std::string(name(n.o));
+    if (!n.label().empty()) l += " " + std::string(n.label());
+    return debug::dot_escape(l + "\\n" + std::string(name(n.dt)) + " " + to_string(n.shape));
+  };
+  auto decl = [&](std::size_t i, const char* indent) {
+    const node& n = s.g.nodes[i];
+    os << indent << "n" << i << " [label=\"" << label(i) << "\"";
+    if (kind_of(n.o) == op_kind::leaf) os << ", shape=ellipse";
+    else if (n.o == op::constant) os << ", shape=plaintext";
+    else if (passes::is_view(n.o)) os << ", style=dashed";
+    if (s.written[i] && kind_of(n.o) != op_kind::leaf) os << ", penwidth=2.5";
+    os << "];\n";
+  };
+  for (std::size_t k = 0; k < s.kernels.size(); ++k) {
+    const passes::kernel& K = s.kernels[k];
+    os << "  subgraph cluster_" << k << " {\n    label=\"kernel " << k << ": " << name(K.kind) << " "
+       << to_string(K.space) << "\";\n    style=filled; color=\"#e8eef7\";\n";
+    for (std::size_t i = 0; i < s.g.nodes.size(); ++i)
+      if (s.kernel_of[i] == static_cast<int>(k)) decl(i, "    ");
+    os << "  }\n";
+  }
+  for (std::size_t i = 0; i < s.g.nodes.size(); ++i)
+    if (s.kernel_of[i] < 0) decl(i, "  ");
+  for (std::size_t i = 0; i < s.g.nodes.size(); ++i)
+    for (int j = 0; j < s.g.nodes[i].nin(); ++j) os << "  n" << s.g.nodes[i].in[j] << " -> n" << i << ";\n";
+  os << "}\n";
+  return os.str();
+}
+
+/// DOT of an expression's plan.
+template <expression E>
+std::string to_dot(const E&) {
+  return to_dot(plan<E>::schedule);
+}
+
+}  // namespace kiln
