@@ -30,12 +30,26 @@ struct feed {
 /// names no placeholder of the graph.
 template <class G, expression E>
 std::vector<any_tensor> bind_leaves(const G& g, const E& e, std::initializer_list<feed> feeds) {
-  std::vector<any_tensor> leaves;
-  leaves.reserve(static_cast<std::size_t>(g.leaves));
-  collect_leaves(e, leaves);
+  std::vector<any_tensor> leaves(static_cast<std::size_t>(g.leaves));
   std::vector<char> used(feeds.size(), 0);
+  std::size_t next_tensor = 0, next_scalar = 0;  // bound tensors and scalars come in slot order
   for (const node& n : g.nodes) {
-    if (n.o != op::input && n.o != op::param) continue;
+    if (kind_of(n.o) != op_kind::leaf) continue;
+    any_tensor& slot = leaves[static_cast<std::size_t>(n.slot)];
+    if (n.o == op::bound) {
+      slot = e.data.tensors[next_tensor++];
+      if (!slot.defined()) throw std::invalid_argument("kiln: an undefined tensor was used in an expression");
+      continue;
+    }
+    if (n.o == op::scalar) {
+      const scalar_value v = e.data.scalars[next_scalar++];
+      slot = any_tensor(n.dt, dims{});
+      visit(n.dt, [&]<dtype D>() {
+        *reinterpret_cast<storage_t<D>*>(slot.bytes()) =
+            storage_t<D>(is_floating(D) ? static_cast<compute_t<D>>(v.f) : static_cast<compute_t<D>>(v.i));
+      });
+      continue;
+    }
     const std::string what = std::string(name(n.o)) + " '" + std::string(n.label()) + "'";
     const feed* f = nullptr;
     for (std::size_t i = 0; i < feeds.size(); ++i)
@@ -50,7 +64,7 @@ std::vector<any_tensor> bind_leaves(const G& g, const E& e, std::initializer_lis
     bool fits = t.rank() == n.shape.rank;
     for (int i = 0; fits && i < n.shape.rank; ++i) fits = n.shape.e[i] == dyn || n.shape.e[i] == t.shape().e[i];
     if (!fits) throw shape_error(what, n.shape, t.shape(), "differ (declared, bound)");
-    leaves[static_cast<std::size_t>(n.slot)] = t;
+    slot = t;
   }
   for (std::size_t i = 0; i < feeds.size(); ++i)
     if (!used[i])

@@ -13,6 +13,7 @@
 // sum of integers gives i64. Promotion is made explicit in the graph with cast nodes.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <stdexcept>
 #include <tuple>
@@ -27,6 +28,7 @@
 #include "check.hpp"
 #include "graph.hpp"
 #include "ops.hpp"
+#include "record.hpp"
 
 namespace kiln {
 
@@ -51,21 +53,55 @@ constexpr node make_node(op o, dtype dt, const dims& shape) {
 }
 }  // namespace detail
 
+/// A C++ scalar's value in an expression (which member holds it depends on the dtype).
+struct scalar_value {
+  double f = 0;
+  std::int64_t i = 0;
+};
+
+/// The run-time data of an expression: its bound tensors and its scalars, each in leaf
+/// (slot) order. Placeholders carry nothing. The structure lives only in the type, so an
+/// expression object never nests its operands, and copying it is flat.
+template <std::size_t NT, std::size_t NS>
+struct leaf_data {
+  std::array<any_tensor, NT> tensors{};
+  std::array<scalar_value, NS> scalars{};
+};
+
+namespace ex {
+
+/// The base of every expression node: its operand types (`kids`) and its leaf data.
+template <class... K>
+struct node_base : expr_base {
+  using kids = std::tuple<K...>;
+  static constexpr std::size_t tensor_leaves = (K::tensor_leaves + ... + 0);
+  static constexpr std::size_t scalar_leaves = (K::scalar_leaves + ... + 0);
+  leaf_data<tensor_leaves, scalar_leaves> data{};
+};
+
+/// A leaf: no operands; NT tensors and NS scalars of data.
+template <std::size_t NT, std::size_t NS>
+struct leaf_base : expr_base {
+  using kids = std::tuple<>;
+  static constexpr std::size_t tensor_leaves = NT;
+  static constexpr std::size_t scalar_leaves = NS;
+  leaf_data<NT, NS> data{};
+};
+
+}  // namespace ex
+
 /// A named placeholder leaf, bound to a tensor by name when the graph runs.
 template <op O, fixed_string Name, dtype D, class S>
-struct named_leaf : expr_base {
+struct named_leaf : ex::leaf_base<0, 0> {
   static_assert(detail::is_shape<S>::value, "kiln: a placeholder's third argument must be kiln::shape<...>");
   static_assert(Name.size() > 0 && Name.size() <= max_name, "kiln: placeholder names have 1 to 31 characters");
   static constexpr dtype dt = D;
   static constexpr dims shape = S::value;
-  using kids = std::tuple<>;
   static constexpr node make() {
     node n = detail::make_node(O, D, shape);
     n.set_name(Name.view());
     return n;
   }
-  constexpr std::tuple<> children() const { return {}; }
-  any_tensor leaf_value() const { return {}; }  // bound by name at evaluation
 };
 
 /// A model input: `input<"x", f32, shape<dyn, 784>>`.
@@ -80,93 +116,61 @@ namespace ex {
 /// What an op returns when it finds a compile-time mistake (after reporting it): a node whose
 /// poisoned shape every later check accepts, so one mistake gives one error.
 template <dtype D>
-struct invalid : expr_base {
+struct invalid : leaf_base<0, 0> {
   static constexpr dtype dt = D;
   static constexpr dims shape = dims::poison();
-  using kids = std::tuple<>;
   static constexpr node make() { return detail::make_node(op::constant, D, dims{}); }
-  constexpr std::tuple<> children() const { return {}; }
-  any_tensor leaf_value() const { return {}; }
 };
 
 /// A tensor captured by an eager-style expression (a handle: shares the tensor's storage).
 template <class T, int R>
-struct bound : expr_base {
-  tensor<T, R> t;
+struct bound : leaf_base<1, 0> {
   static constexpr dtype dt = dtype_of<T>;
   static constexpr dims shape = detail::all_dyn(R);
-  using kids = std::tuple<>;
   static constexpr node make() { return detail::make_node(op::bound, dt, shape); }
-  constexpr std::tuple<> children() const { return {}; }
-  any_tensor leaf_value() const {
-    if (!t.defined()) throw std::invalid_argument("kiln: an undefined tensor was used in an expression");
-    return t.any();
-  }
 };
 
 /// A C++ scalar in an expression (its value is read at run time; its dtype is fixed by the
 /// tensor it meets).
 template <dtype D>
-struct scalar : expr_base {
-  compute_t<D> v{};
+struct scalar : leaf_base<0, 1> {
   static constexpr dtype dt = D;
   static constexpr dims shape{};
-  using kids = std::tuple<>;
   static constexpr node make() { return detail::make_node(op::scalar, D, shape); }
-  constexpr std::tuple<> children() const { return {}; }
-  any_tensor leaf_value() const {
-    any_tensor t(D, dims{});
-    *reinterpret_cast<storage_t<D>*>(t.bytes()) = storage_t<D>(v);
-    return t;
-  }
 };
 
 template <op O, class A>
-struct unary : expr_base {
-  A a;
+struct unary : node_base<A> {
   static constexpr dtype dt = A::dt;
   static constexpr dims shape = A::shape;
-  using kids = std::tuple<A>;
   static constexpr node make() { return detail::make_node(O, dt, shape); }
-  constexpr auto children() const { return std::tie(a); }
 };
 
 template <op O, class A, class B>
-struct binary : expr_base {
-  A a;
-  B b;
+struct binary : node_base<A, B> {
   static constexpr dtype dt = is_comparison(O) ? dtype::boolean : A::dt;
   static constexpr dims shape = [] {
-    const broadcast_result r = broadcast(A::shape, B::shape);
+    const broadcast_result r = kiln::broadcast(A::shape, B::shape);
     return r.ok ? r.shape : dims::poison();
   }();
-  using kids = std::tuple<A, B>;
   static constexpr node make() { return detail::make_node(O, dt, shape); }
-  constexpr auto children() const { return std::tie(a, b); }
 };
 
 template <class C, class A, class B>
-struct select : expr_base {
-  C c;
-  A a;
-  B b;
+struct select : node_base<C, A, B> {
   static constexpr dtype dt = A::dt;
   static constexpr dims shape = [] {
-    const broadcast_result r1 = broadcast(C::shape, A::shape);
-    const broadcast_result r2 = broadcast(r1.shape, B::shape);
+    const broadcast_result r1 = kiln::broadcast(C::shape, A::shape);
+    const broadcast_result r2 = kiln::broadcast(r1.shape, B::shape);
     return r1.ok && r2.ok ? r2.shape : dims::poison();
   }();
-  using kids = std::tuple<C, A, B>;
   static constexpr node make() { return detail::make_node(op::where, dt, shape); }
-  constexpr auto children() const { return std::tie(c, a, b); }
 };
 
 template <op O, std::uint32_t Mask, bool Keep, class A>
-struct reduce : expr_base {
-  A a;
+struct reduce : node_base<A> {
   static constexpr dtype dt = A::dt;
   static constexpr dims shape = detail::ok_or_poison(reduce_shape(A::shape, Mask, Keep));
-  using kids = std::tuple<A>;
   static constexpr node make() {
     node n = detail::make_node(O, dt, shape);
     n.axes = Mask;
@@ -174,63 +178,47 @@ struct reduce : expr_base {
     if (O == op::var) n.value = 1;  // unbiased, PyTorch's default correction
     return n;
   }
-  constexpr auto children() const { return std::tie(a); }
 };
 
 template <class A, class B>
-struct matmul : expr_base {
-  A a;
-  B b;
+struct matmul : node_base<A, B> {
   static constexpr dtype dt = A::dt;
   static constexpr dims shape = detail::ok_or_poison(matmul_shape(A::shape, B::shape));
-  using kids = std::tuple<A, B>;
   static constexpr node make() { return detail::make_node(op::matmul, dt, shape); }
-  constexpr auto children() const { return std::tie(a, b); }
 };
 
 template <class S, class A>
-struct reshape : expr_base {
-  A a;
+struct reshape : node_base<A> {
   static constexpr dtype dt = A::dt;
   static constexpr dims shape = detail::ok_or_poison(reshape_shape(A::shape, S::value));
-  using kids = std::tuple<A>;
   static constexpr node make() { return detail::make_node(op::reshape, dt, shape); }
-  constexpr auto children() const { return std::tie(a); }
 };
 
 template <class P, class A>
 struct permute;
 template <int... P, class A>
-struct permute<perm<P...>, A> : expr_base {
-  A a;
+struct permute<perm<P...>, A> : node_base<A> {
   static constexpr std::int8_t p[max_rank]{static_cast<std::int8_t>(P)...};
   static constexpr dtype dt = A::dt;
   static constexpr dims shape = detail::ok_or_poison(permute_shape(A::shape, p, sizeof...(P)));
-  using kids = std::tuple<A>;
   static constexpr node make() {
     node n = detail::make_node(op::permute, dt, shape);
     for (int i = 0; i < static_cast<int>(sizeof...(P)); ++i) n.perm[i] = p[i];
     return n;
   }
-  constexpr auto children() const { return std::tie(a); }
 };
 
 template <class S, class A>
-struct broadcast : expr_base {
-  A a;
+struct broadcast : node_base<A> {
   static constexpr dtype dt = A::dt;
   static constexpr dims shape = broadcastable_to(A::shape, S::value) ? S::value : dims::poison();
-  using kids = std::tuple<A>;
   static constexpr node make() { return detail::make_node(op::broadcast, dt, shape); }
-  constexpr auto children() const { return std::tie(a); }
 };
 
 template <int Axis, index_t Begin, index_t End, index_t Step, class A>
-struct slice : expr_base {
-  A a;
+struct slice : node_base<A> {
   static constexpr dtype dt = A::dt;
   static constexpr dims shape = detail::ok_or_poison(slice_shape(A::shape, Axis, Begin, End, Step));
-  using kids = std::tuple<A>;
   static constexpr node make() {
     node n = detail::make_node(op::slice, dt, shape);
     n.axis = Axis;
@@ -239,41 +227,31 @@ struct slice : expr_base {
     n.step = Step;
     return n;
   }
-  constexpr auto children() const { return std::tie(a); }
 };
 
 template <int Axis, class A, class B>
-struct concat : expr_base {
-  A a;
-  B b;
+struct concat : node_base<A, B> {
   static constexpr dtype dt = A::dt;
   static constexpr dims shape = detail::ok_or_poison(concat_shape(A::shape, B::shape, Axis));
-  using kids = std::tuple<A, B>;
   static constexpr node make() {
     node n = detail::make_node(op::concat, dt, shape);
     n.axis = Axis;
     return n;
   }
-  constexpr auto children() const { return std::tie(a, b); }
 };
 
 template <dtype D, class A>
-struct cast : expr_base {
-  A a;
+struct cast : node_base<A> {
   static constexpr dtype dt = D;
   static constexpr dims shape = A::shape;
-  using kids = std::tuple<A>;
   static constexpr node make() { return detail::make_node(op::cast, D, shape); }
-  constexpr auto children() const { return std::tie(a); }
 };
 
 /// A high-level op with several operands (softmax, layer_norm, linear, mse_loss,
 /// cross_entropy); Axis is its axis where it has one. Its result dtype is its first operand's.
 template <op O, int Axis, class... K>
-struct composite : expr_base {
-  std::tuple<K...> k;
-  using kids = std::tuple<K...>;
-  static constexpr dtype dt = std::tuple_element_t<0, kids>::dt;
+struct composite : node_base<K...> {
+  static constexpr dtype dt = std::tuple_element_t<0, std::tuple<K...>>::dt;
   static constexpr dims shape = [] {
     constexpr dims s[] = {K::shape...};
     switch (O) {
@@ -291,10 +269,22 @@ struct composite : expr_base {
     n.axis = Axis;
     return n;
   }
-  constexpr auto children() const {
-    return std::apply([](const auto&... x) { return std::tie(x...); }, k);
-  }
 };
+
+/// Builds node R from its operands: concatenates their leaf data and records R's trace record
+/// now, while its operands' records exist, so tracing never recurses through the expression.
+template <class R, class... K>
+constexpr R build(const K&... k) {
+  static_assert(record_of<R>::value.tree_nodes > 0);
+  R r{};
+  std::size_t t = 0, s = 0;
+  auto append = [&](const auto& kid) {
+    for (const auto& x : kid.data.tensors) r.data.tensors[t++] = x;
+    for (const auto& x : kid.data.scalars) r.data.scalars[s++] = x;
+  };
+  (append(k), ...);
+  return r;
+}
 
 }  // namespace ex
 
@@ -316,19 +306,28 @@ concept scalar_operand = std::is_arithmetic_v<std::remove_cvref_t<T>>;
 template <tensor_operand X>
 constexpr auto as_expr(const X& x) {
   if constexpr (expression<X>) return x;
-  else return ex::bound<typename X::value_type, X::rank>{{}, x};
+  else {
+    ex::bound<typename X::value_type, X::rank> b{};
+    b.data.tensors[0] = x.any();
+    (void)record_of<decltype(b)>::value;
+    return b;
+  }
 }
 
 /// `e` converted to dtype D (no node when it already has it).
 template <dtype D, class E>
 constexpr auto to_dtype(const E& e) {
   if constexpr (E::dt == D) return e;
-  else return ex::cast<D, E>{{}, e};
+  else return ex::build<ex::cast<D, E>>(e);
 }
 
 template <dtype D, class S>
 constexpr ex::scalar<D> make_scalar(S s) {
-  return {{}, static_cast<compute_t<D>>(s)};
+  (void)record_of<ex::scalar<D>>::value;
+  ex::scalar<D> r{};
+  if constexpr (is_floating(D)) r.data.scalars[0].f = static_cast<double>(s);
+  else r.data.scalars[0].i = static_cast<std::int64_t>(s);
+  return r;
 }
 
 // ---- pointwise -----------------------------------------------------------------------------
@@ -349,7 +348,7 @@ constexpr auto binary_exprs(const A& a, const B& b) {
   } else {
     auto ca = to_dtype<d>(a);
     auto cb = to_dtype<d>(b);
-    return ex::binary<O, decltype(ca), decltype(cb)>{{}, ca, cb};
+    return ex::build<ex::binary<O, decltype(ca), decltype(cb)>>(ca, cb);
   }
 }
 
@@ -418,7 +417,7 @@ constexpr auto unary_op(const X& x) {
     return ex::invalid<d>{};
   } else {
     auto c = to_dtype<d>(as_expr(x));
-    return ex::unary<O, decltype(c)>{{}, c};
+    return ex::build<ex::unary<O, decltype(c)>>(c);
   }
 }
 
@@ -477,7 +476,7 @@ constexpr auto where(const C& c, const A& a, const B& b) {
   (void)error::shapes_do_not_broadcast<op::where, as_shape<CE::shape>, as_shape<AE::shape>, r1.ok>::value;
   (void)error::shapes_do_not_broadcast<op::where, as_shape<r1.shape>, as_shape<BE::shape>, second_ok>::value;
   if constexpr (!(cond_ok && r1.ok && second_ok)) return ex::invalid<d>{};
-  else return ex::select<CE, AE, BE>{{}, ce, ae, be};
+  else return ex::build<ex::select<CE, AE, BE>>(ce, ae, be);
 }
 
 /// cast<f64>(x): converts the element type.
@@ -527,7 +526,7 @@ constexpr auto reduce_op(const X& x) {
     return ex::invalid<d>{};
   } else {
     auto c = to_dtype<d>(as_expr(x));
-    return ex::reduce<O, detail::axes_mask<Ax...>(r), Keep, decltype(c)>{{}, c};
+    return ex::build<ex::reduce<O, detail::axes_mask<Ax...>(r), Keep, decltype(c)>>(c);
   }
 }
 
@@ -566,7 +565,7 @@ constexpr auto matmul(const A& a, const B& b) {
   } else {
     auto ca = to_dtype<d>(as_expr(a));
     auto cb = to_dtype<d>(as_expr(b));
-    return ex::matmul<decltype(ca), decltype(cb)>{{}, ca, cb};
+    return ex::build<ex::matmul<decltype(ca), decltype(cb)>>(ca, cb);
   }
 }
 
@@ -579,7 +578,7 @@ constexpr auto reshape(const X& x) {
   constexpr bool ok = reshape_shape(E::shape, shape<To...>::value).ok;
   (void)error::reshape_element_counts_differ<as_shape<E::shape>, shape<To...>, ok>::value;
   if constexpr (!ok) return ex::invalid<E::dt>{};
-  else return ex::reshape<shape<To...>, E>{{}, as_expr(x)};
+  else return ex::build<ex::reshape<shape<To...>, E>>(as_expr(x));
 }
 
 /// permute<2, 0, 1>(x): result axis i is x's axis P[i].
@@ -591,7 +590,7 @@ constexpr auto permute(const X& x) {
                                                ((P >= 0 && P < r) && ...) && detail::axes_valid<P...>(r));
   (void)error::not_a_permutation<as_shape<E::shape>, perm<P...>, ok>::value;
   if constexpr (!ok) return ex::invalid<E::dt>{};
-  else return ex::permute<perm<P...>, E>{{}, as_expr(x)};
+  else return ex::build<ex::permute<perm<P...>, E>>(as_expr(x));
 }
 
 namespace detail {
@@ -626,7 +625,7 @@ constexpr auto broadcast_to(const X& x) {
   constexpr bool ok = broadcastable_to(E::shape, shape<To...>::value);
   (void)error::cannot_broadcast_to<as_shape<E::shape>, shape<To...>, ok>::value;
   if constexpr (!ok) return ex::invalid<E::dt>{};
-  else return ex::broadcast<shape<To...>, E>{{}, as_expr(x)};
+  else return ex::build<ex::broadcast<shape<To...>, E>>(as_expr(x));
 }
 
 /// slice<Axis, Begin, End, Step>(x): [Begin, End) by Step along Axis. Negative Begin/End count
@@ -639,7 +638,7 @@ constexpr auto slice(const X& x) {
   constexpr bool ok = slice_shape(E::shape, a, Begin, End, Step).ok;
   (void)error::slice_out_of_range<as_shape<E::shape>, slice_args<Axis, Begin, End, Step>, ok>::value;
   if constexpr (!ok) return ex::invalid<E::dt>{};
-  else return ex::slice<a, Begin, End, Step, E>{{}, as_expr(x)};
+  else return ex::build<ex::slice<a, Begin, End, Step, E>>(as_expr(x));
 }
 
 /// concat<Axis>(a, b, ...): joins tensors along Axis.
@@ -659,7 +658,7 @@ constexpr auto concat(const A& a, const B& b, const Rest&... rest) {
   } else {
     auto ca = to_dtype<d>(as_expr(a));
     auto cb = to_dtype<d>(as_expr(b));
-    auto joined = ex::concat<ax, decltype(ca), decltype(cb)>{{}, ca, cb};
+    auto joined = ex::build<ex::concat<ax, decltype(ca), decltype(cb)>>(ca, cb);
     if constexpr (sizeof...(Rest) == 0) return joined;
     else return concat<Axis>(joined, rest...);
   }
@@ -678,7 +677,7 @@ constexpr auto along_axis(const X& x) {
     return ex::invalid<float_result(E::dt)>{};
   } else {
     auto c = to_dtype<float_result(E::dt)>(as_expr(x));
-    return ex::composite<O, (Axis < 0 && r > 0 ? Axis + r : Axis), decltype(c)>{{}, {c}};
+    return ex::build<ex::composite<O, (Axis < 0 && r > 0 ? Axis + r : Axis), decltype(c)>>(c);
   }
 }
 }  // namespace detail
@@ -701,8 +700,8 @@ constexpr auto layer_norm_node(const X& x, const G& gamma, const B& beta, double
   auto cg = to_dtype<d>(as_expr(gamma));
   auto cb = to_dtype<d>(as_expr(beta));
   auto ce = make_scalar<d>(eps);
-  return ex::composite<op::layer_norm, 0, decltype(cx), decltype(cg), decltype(cb), decltype(ce)>{
-      {}, {cx, cg, cb, ce}};
+  return ex::build<ex::composite<op::layer_norm, 0, decltype(cx), decltype(cg), decltype(cb), decltype(ce)>>(
+      cx, cg, cb, ce);
 }
 }  // namespace detail
 
@@ -737,7 +736,7 @@ constexpr auto linear(const X& x, const W& w, const B& b) {
     auto cx = to_dtype<d>(as_expr(x));
     auto cw = to_dtype<d>(as_expr(w));
     auto cb = to_dtype<d>(as_expr(b));
-    return ex::composite<op::linear, 0, decltype(cx), decltype(cw), decltype(cb)>{{}, {cx, cw, cb}};
+    return ex::build<ex::composite<op::linear, 0, decltype(cx), decltype(cw), decltype(cb)>>(cx, cw, cb);
   }
 }
 
@@ -754,7 +753,7 @@ constexpr auto mse_loss(const A& a, const B& b) {
   } else {
     auto ca = to_dtype<d>(as_expr(a));
     auto cb = to_dtype<d>(as_expr(b));
-    return ex::composite<op::mse_loss, 0, decltype(ca), decltype(cb)>{{}, {ca, cb}};
+    return ex::build<ex::composite<op::mse_loss, 0, decltype(ca), decltype(cb)>>(ca, cb);
   }
 }
 
@@ -771,7 +770,7 @@ constexpr auto cross_entropy(const L& logits, const Y& labels) {
     return ex::invalid<float_result(EL::dt)>{};
   } else {
     auto cl = to_dtype<float_result(EL::dt)>(as_expr(logits));
-    return ex::composite<op::cross_entropy, 1, decltype(cl), EY>{{}, {cl, as_expr(labels)}};
+    return ex::build<ex::composite<op::cross_entropy, 1, decltype(cl), EY>>(cl, as_expr(labels));
   }
 }
 

@@ -1,35 +1,51 @@
-// kiln/graph/trace.hpp: expression type -> graph value, and the run-time leaf table.
+// kiln/graph/trace.hpp: expression type -> graph value.
 //
-// Each sub-expression type is traced once into its own frozen constant (traced<E>::value), and
-// a node's trace appends its operands' frozen graphs. No single constant evaluation recurses
-// through the whole expression, so deep expressions stay inside the compilers' constexpr depth
-// limit (512), and an operand type that appears in several places is traced once.
+// traced<E>::value walks E's records (record.hpp) with an explicit stack, in one constant
+// evaluation, emitting operands before the nodes that use them (left to right) and numbering
+// leaves in that order: the leaf table's slots. Nothing recurses through the expression's
+// type, so the depth of an expression is limited only by constant-evaluation steps.
 #pragma once
 
-#include <tuple>
-#include <type_traits>
-#include <utility>
 #include <vector>
 
 #include "../core/tensor.hpp"
 #include "graph.hpp"
+#include "record.hpp"
 
 namespace kiln {
 
-template <class E>
-struct traced;
-
 namespace detail {
-template <class E, class... K>
-constexpr graph build(std::tuple<K...>*) {
-  graph g;
-  int ids[sizeof...(K) + 1]{};
-  int i = 0;
-  ((ids[i++] = g.append(traced<K>::value)), ...);
-  node n = E::make();
-  for (int j = 0; j < static_cast<int>(sizeof...(K)); ++j) n.in[j] = ids[j];
-  if (kind_of(n.o) == op_kind::leaf) n.slot = g.leaves++;
-  g.outputs = {g.add(n)};
+template <std::size_t N>
+constexpr frozen_graph<N, 1> walk(const record& root) {
+  frozen_graph<N, 1> g;
+  struct frame {
+    const record* r;
+    int next;
+    std::array<int, 4> ids;
+  };
+  std::vector<frame> stack;
+  stack.push_back({&root, 0, {}});
+  int count = 0, leaves = 0;
+  while (!stack.empty()) {
+    frame& f = stack.back();
+    if (f.next < f.r->kids) {
+      const record* kid = f.r->kid[static_cast<std::size_t>(f.next)];
+      stack.push_back({kid, 0, {}});
+      continue;
+    }
+    node n = f.r->n;
+    for (int j = 0; j < f.r->kids; ++j) n.in[static_cast<std::size_t>(j)] = f.ids[static_cast<std::size_t>(j)];
+    if (kind_of(n.o) == op_kind::leaf) n.slot = leaves++;
+    g.nodes[static_cast<std::size_t>(count)] = n;
+    const int id = count++;
+    stack.pop_back();
+    if (!stack.empty()) {
+      frame& parent = stack.back();
+      parent.ids[static_cast<std::size_t>(parent.next++)] = id;
+    }
+  }
+  g.outputs[0] = count - 1;
+  g.leaves = leaves;
   return g;
 }
 }  // namespace detail
@@ -37,34 +53,14 @@ constexpr graph build(std::tuple<K...>*) {
 /// The frozen graph of expression type E (one output: the expression's value).
 template <class E>
 struct traced {
-  static constexpr auto value = freeze([] { return detail::build<E>(static_cast<typename E::kids*>(nullptr)); });
+  static constexpr auto value =
+      detail::walk<static_cast<std::size_t>(record_of<E>::value.tree_nodes)>(record_of<E>::value);
 };
 
 /// The graph of an expression, as a run-time value.
 template <expression E>
 constexpr graph trace(const E&) {
   return traced<E>::value.thaw();
-}
-
-template <expression E>
-void collect_leaves(const E& e, std::vector<any_tensor>& out);
-
-namespace detail {
-template <class E, std::size_t... I>
-void collect_kids(const E& e, std::vector<any_tensor>& out, std::index_sequence<I...>) {
-  const auto kids = e.children();
-  (collect_leaves(std::get<I>(kids), out), ...);
-}
-}  // namespace detail
-
-/// Appends the run-time values of e's leaves in slot order (the order trace numbers them):
-/// bound tensors and scalars carry their value, named placeholders an undefined tensor.
-/// (Two template levels per expression level, no std::apply: g++ stops at a depth of 900.)
-template <expression E>
-void collect_leaves(const E& e, std::vector<any_tensor>& out) {
-  constexpr std::size_t k = std::tuple_size_v<typename E::kids>;
-  if constexpr (k == 0) out.push_back(e.leaf_value());
-  else detail::collect_kids(e, out, std::make_index_sequence<k>{});
 }
 
 }  // namespace kiln

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Build cost of kiln's compile-time pipeline as graphs grow.
+
+For each compiler and each N, generates a program that captures a graph, runs the whole
+pipeline on it at compile time (trace, decompose, canonicalize, fuse, plan: `kiln::plan<E>`)
+and evaluates it once, then measures the compiler's wall time and peak memory
+(/usr/bin/time). Two shapes of graph:
+  chain  N pointwise ops one after another (tanh, * 1.5, alternating): depth N
+  wide   N independent branches tanh(x * k) summed as a balanced tree: width N, depth log N
+Writes bench/results/compile.json and prints a Markdown table.
+Usage: bench/compile_cost.py [--sizes 25,50,...] [--compilers g++,clang++] [--timeout 300]
+"""
+import argparse, json, os, re, subprocess, sys, tempfile, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+def chain_source(n):
+    lines = ['#include <kiln/kiln.hpp>', 'using namespace kiln;', 'int main() {',
+             '  auto e0 = input<"x", f32, shape<dyn, 16>>{};']
+    for k in range(1, n + 1):
+        lines.append(f'  auto e{k} = ' + (f'tanh(e{k-1});' if k % 2 else f'e{k-1} * 1.5f;'))
+    return finish(lines, f'e{n}')
+
+def wide_source(n):
+    lines = ['#include <kiln/kiln.hpp>', 'using namespace kiln;', 'int main() {',
+             '  auto x = input<"x", f32, shape<dyn, 16>>{};']
+    level = []
+    for k in range(n):
+        lines.append(f'  auto b{k} = tanh(x * {k + 1}.0f);')
+        level.append(f'b{k}')
+    depth = 0
+    while len(level) > 1:
+        nxt = []
+        for i in range(0, len(level) - 1, 2):
+            name = f's{depth}_{i // 2}'
+            lines.append(f'  auto {name} = {level[i]} + {level[i + 1]};')
+            nxt.append(name)
+        if len(level) % 2:
+            nxt.append(level[-1])
+        level, depth = nxt, depth + 1
+    return finish(lines, level[0])
+
+def finish(lines, out):
+    lines += [f'  using E = decltype({out});',
+              '  static_assert(!check_graph(plan<E>::schedule.g));',
+              '  tensor<float, 2> t({2, 16});',
+              f'  auto r = eval({out}, {{{{"x", t}}}});',
+              '  return r.numel() == 32 ? 0 : 1;', '}']
+    return '\n'.join(lines) + '\n'
+
+def measure(cxx, src_path, timeout):
+    cmd = ['/usr/bin/time', '-f', '%e %M', cxx, '-std=c++20', '-O2', f'-I{ROOT}/include', '-c', src_path, '-o', os.devnull]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {'ok': False, 'error': f'timeout after {timeout} s', 'seconds': None, 'peak_mb': None}
+    last = p.stderr.strip().splitlines()[-1].split()
+    seconds, kb = float(last[0]), int(last[1])
+    err = ''
+    if p.returncode != 0:
+        m = re.search(r'(error|fatal error): (.*)', p.stderr)
+        err = m.group(2)[:160] if m else 'failed'
+    return {'ok': p.returncode == 0, 'error': err, 'seconds': seconds, 'peak_mb': round(kb / 1024)}
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--sizes', default='25,50,100,200,400,800,1600')
+    ap.add_argument('--compilers', default='g++,clang++')
+    ap.add_argument('--shapes', default='chain,wide')
+    ap.add_argument('--timeout', type=int, default=300)
+    a = ap.parse_args()
+    sizes = [int(s) for s in a.sizes.split(',')]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for shape in a.shapes.split(','):
+            for n in sizes:
+                src = os.path.join(tmp, f'{shape}{n}.cpp')
+                with open(src, 'w') as f:
+                    f.write(chain_source(n) if shape == 'chain' else wide_source(n))
+                for cxx in a.compilers.split(','):
+                    r = measure(cxx, src, a.timeout)
+                    r.update({'workload': f'{shape}-{n}', 'shape': shape, 'n': n, 'compiler': cxx})
+                    rows.append(r)
+                    print(json.dumps(r), file=sys.stderr, flush=True)
+    out = os.path.join(ROOT, 'bench', 'results', 'compile.json')
+    with open(out, 'w') as f:
+        json.dump(rows, f, indent=1)
+    print('| graph | N | compiler | seconds | peak MB | result |')
+    print('| --- | --- | --- | --- | --- | --- |')
+    for r in rows:
+        res = 'ok' if r['ok'] else r['error']
+        print(f"| {r['shape']} | {r['n']} | {r['compiler']} | {r['seconds']} | {r['peak_mb']} | {res} |")
+
+if __name__ == '__main__':
+    main()
