@@ -514,7 +514,7 @@ inline any_tensor run_node(const node& n, const any_tensor* in) {
         case op::reshape: return in[0].contiguous().reshape(n.shape);
         case op::permute: {
           int p[max_rank];
-          for (int i = 0; i < n.shape.rank; ++i) p[i] = n.perm[i];
+          for (int i = 0; i < n.shape.rank; ++i) p[i] = n.perm[i];  // axis_perm unpacks
           return in[0].permute(p, n.shape.rank);
         }
         case op::broadcast: return run_broadcast(n, in[0]);

@@ -203,7 +203,7 @@ struct permute<perm<P...>, A> : node_base<A> {
   static constexpr dims shape = detail::ok_or_poison(permute_shape(A::shape, p, sizeof...(P)));
   static constexpr node make() {
     node n = detail::make_node(op::permute, dt, shape);
-    for (int i = 0; i < static_cast<int>(sizeof...(P)); ++i) n.perm[i] = p[i];
+    for (int i = 0; i < static_cast<int>(sizeof...(P)); ++i) n.perm.set(i, p[i]);
     return n;
   }
 };
@@ -274,7 +274,7 @@ struct composite : node_base<K...> {
 /// Builds node R from its operands: concatenates their leaf data and records R's trace record
 /// now, while its operands' records exist, so tracing never recurses through the expression.
 template <class R, class... K>
-constexpr R build(const K&... k) {
+constexpr auto build(const K&... k) {  // `auto`: g++ instantiates the body (and the record) now
   static_assert(record_of<R>::value.tree_nodes > 0);
   R r{};
   std::size_t t = 0, s = 0;

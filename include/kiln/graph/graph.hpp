@@ -12,8 +12,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
-#include <vector>
 
+#include "../core/cvec.hpp"
 #include "../core/dtype.hpp"
 #include "../core/shape.hpp"
 #include "ops.hpp"
@@ -22,6 +22,17 @@ namespace kiln {
 
 /// Longest leaf name, in characters.
 inline constexpr std::size_t max_name = 31;
+
+/// A permutation of up to max_rank axes packed in 32 bits (4 bits an axis): cheap to copy in
+/// constant evaluation, where every copied array element costs a step.
+struct axis_perm {
+  std::uint32_t bits = 0;
+  constexpr int operator[](int i) const { return static_cast<int>((bits >> (4 * i)) & 0xfu); }
+  constexpr void set(int i, int axis) {
+    bits = (bits & ~(0xfu << (4 * i))) | (static_cast<std::uint32_t>(axis & 0xf) << (4 * i));
+  }
+  friend constexpr bool operator==(axis_perm a, axis_perm b) { return a.bits == b.bits; }
+};
 
 struct node {
   op o = op::input;
@@ -35,28 +46,27 @@ struct node {
   int axis = 0;                ///< slice, concat
   index_t begin = 0, end = 0;  ///< slice: on axis, after wrapping negatives
   index_t step = 1;            ///< slice
-  std::array<std::int8_t, max_rank> perm{};  ///< permute: result axis i is input axis perm[i]
+  axis_perm perm{};                          ///< permute: result axis i is input axis perm[i]
   double value = 0;                          ///< constant: its value; var: correction
   int slot = -1;                             ///< leaves: index into the leaf table
-  std::array<char, max_name + 1> name{};     ///< input, param: the placeholder's name
+  const char* name = nullptr;                ///< input, param: the placeholder's name (static storage)
+  std::uint8_t name_len = 0;
 
   /// Number of inputs (layer_norm has a fourth, its epsilon).
   constexpr int nin() const { return o == op::layer_norm ? 4 : arity(o); }
-  constexpr std::string_view label() const {
-    std::size_t n = 0;
-    while (n < max_name && name[n]) ++n;
-    return {name.data(), n};
-  }
+  constexpr std::string_view label() const { return name ? std::string_view{name, name_len} : std::string_view{}; }
+  /// Names the node; s must live in static storage (a literal, or a template parameter object).
   constexpr void set_name(std::string_view s) {
-    for (std::size_t i = 0; i < s.size() && i < max_name; ++i) name[i] = s[i];
+    name = s.data();
+    name_len = static_cast<std::uint8_t>(s.size() < max_name ? s.size() : max_name);
   }
 };
 
-/// The graph value. std::vector works inside constant evaluation as long as nothing allocated
-/// escapes it; freeze() turns a result into a fixed-size constant that may.
+/// The graph value. Its arrays (cvec) work inside constant evaluation as long as nothing
+/// allocated escapes it; freeze() turns a result into a fixed-size constant that may.
 struct graph {
-  std::vector<node> nodes;
-  std::vector<int> outputs;
+  cvec<node> nodes;
+  cvec<int> outputs;
   int leaves = 0;  ///< size of the leaf table
 
   constexpr int add(const node& n) {
@@ -118,7 +128,7 @@ constexpr auto freeze(Make) {
 template <class G>
 constexpr const char* check_graph(const G& g) {
   const int n = static_cast<int>(g.nodes.size());
-  std::vector<int> slot_use(static_cast<std::size_t>(g.leaves > 0 ? g.leaves : 0), 0);
+  cvec<int> slot_use(static_cast<std::size_t>(g.leaves > 0 ? g.leaves : 0), 0);
   for (int i = 0; i < n; ++i) {
     const node& x = g.nodes[i];
     if (x.shape.rank < 0 || x.shape.rank > max_rank) return "node shape has an invalid rank";

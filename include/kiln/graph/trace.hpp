@@ -6,8 +6,7 @@
 // type, so the depth of an expression is limited only by constant-evaluation steps.
 #pragma once
 
-#include <vector>
-
+#include "../core/cvec.hpp"
 #include "../core/tensor.hpp"
 #include "graph.hpp"
 #include "record.hpp"
@@ -23,7 +22,7 @@ constexpr frozen_graph<N, 1> walk(const record& root) {
     int next;
     std::array<int, 4> ids;
   };
-  std::vector<frame> stack;
+  cvec<frame> stack;
   stack.push_back({&root, 0, {}});
   int count = 0, leaves = 0;
   while (!stack.empty()) {

@@ -62,10 +62,12 @@ struct builder {
   constexpr int transpose(int x) {
     const int r = at(x).shape.rank;
     node n = make(op::permute, at(x).dt, dims{});
-    for (int i = 0; i < r; ++i) n.perm[i] = static_cast<std::int8_t>(i);
-    n.perm[r - 2] = static_cast<std::int8_t>(r - 1);
-    n.perm[r - 1] = static_cast<std::int8_t>(r - 2);
-    n.shape = permute_shape(at(x).shape, n.perm.data(), r).shape;
+    std::int8_t p[max_rank]{};
+    for (int i = 0; i < r; ++i) p[i] = static_cast<std::int8_t>(i);
+    p[r - 2] = static_cast<std::int8_t>(r - 1);
+    p[r - 1] = static_cast<std::int8_t>(r - 2);
+    for (int i = 0; i < r; ++i) n.perm.set(i, p[i]);
+    n.shape = permute_shape(at(x).shape, p, r).shape;
     return emit(with_inputs(n, x));
   }
   constexpr int cast(int x, dtype dt) {

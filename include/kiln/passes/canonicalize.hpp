@@ -15,8 +15,8 @@
 
 #include <bit>
 #include <cstdint>
-#include <vector>
 
+#include "../core/cvec.hpp"
 #include "../core/dtype.hpp"
 #include "../graph/graph.hpp"
 #include "builder.hpp"
@@ -95,13 +95,14 @@ constexpr std::uint64_t hash_node(const node& n) {
   mix(n.axes);
   mix(static_cast<std::uint64_t>(n.axis));
   if (n.o == op::constant) mix(std::bit_cast<std::uint64_t>(n.value));
-  for (char ch : n.label()) mix(static_cast<std::uint64_t>(ch));
+  if (n.o == op::input || n.o == op::param)
+    for (char ch : n.label()) mix(static_cast<std::uint64_t>(ch));
   return h;
 }
 
 /// Open-addressing table of node indices for hash-consing (constexpr-friendly).
 struct cse_table {
-  std::vector<int> slots;
+  cvec<int> slots;
   constexpr explicit cse_table(std::size_t n) {
     std::size_t cap = 16;
     while (cap < 2 * n + 2) cap *= 2;
@@ -180,8 +181,8 @@ struct simplifier {
     // permute of permute: one composed permute
     if (n.o == op::permute && at(in[0]).o == op::permute) {
       const node& p = at(in[0]);
-      std::array<std::int8_t, max_rank> comp{};
-      for (int i = 0; i < n.shape.rank; ++i) comp[i] = p.perm[n.perm[i]];
+      axis_perm comp{};
+      for (int i = 0; i < n.shape.rank; ++i) comp.set(i, p.perm[n.perm[i]]);
       n.perm = comp;
       n.in[0] = p.in[0];
     }
@@ -243,7 +244,7 @@ constexpr graph sweep(const graph& g) {
   b.g.nodes.reserve(g.nodes.size());
   simplifier s{b};
   cse_table table(g.nodes.size());
-  std::vector<int> to(g.nodes.size(), -1);
+  cvec<int> to(g.nodes.size(), -1);
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     node n = g.nodes[i];
     for (int j = 0; j < n.nin(); ++j) n.in[j] = to[static_cast<std::size_t>(n.in[j])];
@@ -254,6 +255,10 @@ constexpr graph sweep(const graph& g) {
     }
     const int next = static_cast<int>(b.g.nodes.size());
     b.g.nodes.push_back(n);
+    if (n.o == op::bound || n.o == op::scalar) {  // values from outside: never merged, not hashed
+      to[i] = next;
+      continue;
+    }
     const int found = table.find_or_insert(b.g, n, next);
     if (found >= 0) {
       b.g.nodes.pop_back();
@@ -271,7 +276,7 @@ constexpr graph sweep(const graph& g) {
 /// Removes nodes no output depends on. Leaves stay (their slots index the leaf table).
 constexpr graph remove_dead(const graph& g) {
   const std::size_t n = g.nodes.size();
-  std::vector<char> live(n, 0);
+  cvec<char> live(n, 0);
   for (int o : g.outputs) live[static_cast<std::size_t>(o)] = 1;
   for (std::size_t i = n; i-- > 0;) {
     if (!live[i]) continue;
@@ -279,7 +284,7 @@ constexpr graph remove_dead(const graph& g) {
   }
   graph r;
   r.leaves = g.leaves;
-  std::vector<int> to(n, -1);
+  cvec<int> to(n, -1);
   for (std::size_t i = 0; i < n; ++i) {
     if (!live[i] && kind_of(g.nodes[i].o) != op_kind::leaf) continue;
     node x = g.nodes[i];

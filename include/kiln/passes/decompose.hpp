@@ -4,8 +4,8 @@
 #pragma once
 
 #include <numbers>
-#include <vector>
 
+#include "../core/cvec.hpp"
 #include "../graph/graph.hpp"
 #include "builder.hpp"
 
@@ -133,7 +133,7 @@ constexpr graph decompose(const graph& g) {
   builder b;
   b.g.leaves = g.leaves;
   detail::decomposer d{b};
-  std::vector<int> to(g.nodes.size(), -1);
+  cvec<int> to(g.nodes.size(), -1);
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     node n = g.nodes[i];
     for (int j = 0; j < n.nin(); ++j) n.in[j] = to[static_cast<std::size_t>(n.in[j])];

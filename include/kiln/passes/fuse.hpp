@@ -14,8 +14,9 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
+#include <utility>
 
+#include "../core/cvec.hpp"
 #include "../core/shape_rules.hpp"
 #include "../graph/graph.hpp"
 
@@ -86,9 +87,9 @@ inline constexpr int no_kernel = -1;
 /// A primitive graph with its nodes grouped into kernels, kernels in execution order.
 struct fused_graph {
   graph g;
-  std::vector<int> kernel_of;  ///< per node: its kernel, or no_kernel (leaves, constants, views)
-  std::vector<char> written;   ///< per node: materialised (an output, or read by another kernel or a view)
-  std::vector<kernel> kernels;
+  cvec<int> kernel_of;  ///< per node: its kernel, or no_kernel (leaves, constants, views)
+  cvec<char> written;   ///< per node: materialised (an output, or read by another kernel or a view)
+  cvec<kernel> kernels;
 };
 
 constexpr bool is_view(op o) {
@@ -99,9 +100,9 @@ namespace detail {
 
 struct fuser {
   const graph& g;
-  std::vector<int> kernel_of;
-  std::vector<kernel> kernels;
-  std::vector<std::vector<int>> reads_from;  // per kernel: kernels whose outputs it reads
+  cvec<int> kernel_of;
+  cvec<kernel> kernels;
+  cvec<cvec<int>> reads_from;  // per kernel: kernels whose outputs it reads
 
   /// The computed node a view chain looks at, or -1 for a leaf/constant.
   constexpr int source(int i) const {
@@ -115,8 +116,8 @@ struct fuser {
   }
   constexpr bool depends_on(int from, int target) const {  // does kernel `from` read `target`, transitively?
     if (from == target) return true;
-    std::vector<int> stack{from};
-    std::vector<char> seen(kernels.size(), 0);
+    cvec<int> stack{from};
+    cvec<char> seen(kernels.size(), 0);
     while (!stack.empty()) {
       const int k = stack.back();
       stack.pop_back();
@@ -273,13 +274,13 @@ struct fuser {
   }
 
   /// Kernels in an order where every kernel comes after the kernels it reads.
-  constexpr std::vector<int> order() const {
+  constexpr cvec<int> order() const {
     const std::size_t k = kernels.size();
-    std::vector<int> out;
-    std::vector<char> state(k, 0);  // 0 new, 1 on stack, 2 done
+    cvec<int> out;
+    cvec<char> state(k, 0);  // 0 new, 1 on stack, 2 done
     for (std::size_t s = 0; s < k; ++s) {
       if (state[s]) continue;
-      std::vector<std::pair<int, std::size_t>> stack{{static_cast<int>(s), 0}};
+      cvec<std::pair<int, std::size_t>> stack{{static_cast<int>(s), 0}};
       state[s] = 1;
       while (!stack.empty()) {
         auto& [v, next] = stack.back();
@@ -308,10 +309,10 @@ constexpr fused_graph fuse(const graph& g) {
   detail::fuser f{g, {}, {}, {}};
   f.run();
   // renumber kernels in execution order
-  const std::vector<int> order = f.order();
-  std::vector<int> rank(order.size(), 0);
+  const cvec<int> order = f.order();
+  cvec<int> rank(order.size(), 0);
   for (std::size_t r = 0; r < order.size(); ++r) rank[static_cast<std::size_t>(order[r])] = static_cast<int>(r);
-  fused_graph out{g, f.kernel_of, std::vector<char>(g.nodes.size(), 0), {}};
+  fused_graph out{g, f.kernel_of, cvec<char>(g.nodes.size(), 0), {}};
   for (int& k : out.kernel_of)
     if (k != no_kernel) k = rank[static_cast<std::size_t>(k)];
   for (int k : order) out.kernels.push_back(f.kernels[static_cast<std::size_t>(k)]);
@@ -323,30 +324,41 @@ constexpr fused_graph fuse(const graph& g) {
       if (out.kernel_of[i] != no_kernel && (out.kernel_of[u] != out.kernel_of[i] || is_view(g.nodes[u].o)))
         out.written[i] = 1;
     }
-  // reads and writes of each kernel, in bytes (a buffer read twice by one kernel counts once)
-  std::vector<std::vector<int>> seen(out.kernels.size());
-  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
-    const int k = out.kernel_of[i];
-    if (k == no_kernel) continue;
-    kernel& K = out.kernels[static_cast<std::size_t>(k)];
-    const node& n = g.nodes[i];
-    if (out.written[i]) {
-      ++K.writes;
-      K.bytes_written += bytes_of(n.shape, n.dt);
-    }
-    for (int j = 0; j < n.nin(); ++j) {
-      int src = n.in[j];
-      while (is_view(g.nodes[static_cast<std::size_t>(src)].o) && g.nodes[static_cast<std::size_t>(src)].o != op::numel)
-        src = g.nodes[static_cast<std::size_t>(src)].in[0];
-      const node& s = g.nodes[static_cast<std::size_t>(src)];
-      if (s.o == op::numel || s.o == op::constant) continue;                 // values, not buffers
-      if (out.kernel_of[static_cast<std::size_t>(src)] == k) continue;        // computed in this kernel
-      bool dup = false;
-      for (int x : seen[static_cast<std::size_t>(k)]) dup = dup || x == src;
-      if (dup) continue;
-      seen[static_cast<std::size_t>(k)].push_back(src);
-      ++K.reads;
-      K.bytes_read += bytes_of(s.shape, s.dt);
+  // nodes bucketed by kernel (a counting sort), so each kernel's reads are deduplicated with
+  // one mark per buffer
+  const std::size_t nk = out.kernels.size();
+  cvec<int> start(nk + 1, 0), by_kernel(g.nodes.size(), 0);
+  for (int k : out.kernel_of)
+    if (k != no_kernel) ++start[static_cast<std::size_t>(k) + 1];
+  for (std::size_t k = 0; k < nk; ++k) start[k + 1] += start[k];
+  {
+    cvec<int> fill(start.begin(), start.end() - 1);
+    for (std::size_t i = 0; i < g.nodes.size(); ++i)
+      if (out.kernel_of[i] != no_kernel) by_kernel[static_cast<std::size_t>(fill[static_cast<std::size_t>(out.kernel_of[i])]++)] = static_cast<int>(i);
+  }
+  cvec<int> mark(g.nodes.size(), -1);
+  for (std::size_t k = 0; k < nk; ++k) {
+    kernel& K = out.kernels[k];
+    for (int p = start[k]; p < start[k + 1]; ++p) {
+      const auto i = static_cast<std::size_t>(by_kernel[static_cast<std::size_t>(p)]);
+      const node& n = g.nodes[i];
+      if (out.written[i]) {
+        ++K.writes;
+        K.bytes_written += bytes_of(n.shape, n.dt);
+      }
+      for (int j = 0; j < n.nin(); ++j) {
+        int src = n.in[j];
+        while (is_view(g.nodes[static_cast<std::size_t>(src)].o) && g.nodes[static_cast<std::size_t>(src)].o != op::numel)
+          src = g.nodes[static_cast<std::size_t>(src)].in[0];
+        const auto si = static_cast<std::size_t>(src);
+        const node& s = g.nodes[si];
+        if (s.o == op::numel || s.o == op::constant) continue;           // values, not buffers
+        if (out.kernel_of[si] == static_cast<int>(k)) continue;           // computed in this kernel
+        if (mark[si] == static_cast<int>(k)) continue;                    // read once per kernel
+        mark[si] = static_cast<int>(k);
+        ++K.reads;
+        K.bytes_read += bytes_of(s.shape, s.dt);
+      }
     }
   }
   return out;

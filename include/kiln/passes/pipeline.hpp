@@ -23,16 +23,25 @@ constexpr schedule compile(const graph& g) { return plan(fuse(to_primitives(g)))
 
 namespace kiln {
 
-/// The frozen primitive graph of expression type E, computed while the program compiles.
+/// The frozen result of the decomposition pass on expression type E. Each stage of the
+/// pipeline is frozen into its own constant, so each runs in its own constant evaluation, with
+/// the compilers' step limits applying to one pass at a time.
+template <class E>
+struct decomposed {
+  static constexpr auto graph = freeze([] { return passes::decompose(traced<E>::value.thaw()); });
+};
+
+/// The frozen primitive graph of expression type E (decomposed and canonicalised).
 template <class E>
 struct prims_plan {
-  static constexpr auto graph = freeze([] { return passes::to_primitives(traced<E>::value.thaw()); });
+  static constexpr auto graph = freeze([] { return passes::canonicalize(decomposed<E>::graph.thaw()); });
 };
 
 /// The frozen plan of expression type E: its primitive graph, kernels and memory plan.
 template <class E>
 struct plan {
-  static constexpr auto schedule = passes::freeze_schedule([] { return passes::compile(traced<E>::value.thaw()); });
+  static constexpr auto schedule =
+      passes::freeze_schedule([] { return passes::plan(passes::fuse(prims_plan<E>::graph.thaw())); });
 };
 
 /// What the pipeline made of an expression, as torch._dynamo.explain reports it. Usable in

@@ -6,8 +6,8 @@
 #pragma once
 
 #include <array>
-#include <vector>
 
+#include "../core/cvec.hpp"
 #include "fuse.hpp"
 
 namespace kiln::passes {
@@ -15,20 +15,20 @@ namespace kiln::passes {
 /// A fused graph with its memory plan: the whole result of the compile-time pipeline.
 struct schedule {
   graph g;
-  std::vector<int> kernel_of;
-  std::vector<char> written;
-  std::vector<kernel> kernels;
-  std::vector<int> buffer_of;   ///< per node: its scratch buffer, or -1
-  std::vector<bytes_t> buffers; ///< size of each scratch buffer
+  cvec<int> kernel_of;
+  cvec<char> written;
+  cvec<kernel> kernels;
+  cvec<int> buffer_of;   ///< per node: its scratch buffer, or -1
+  cvec<bytes_t> buffers; ///< size of each scratch buffer
 };
 
 /// The memory-planning pass.
 constexpr schedule plan(const fused_graph& f) {
   const graph& g = f.g;
   const std::size_t n = g.nodes.size();
-  schedule s{g, f.kernel_of, f.written, f.kernels, std::vector<int>(n, -1), {}};
+  schedule s{g, f.kernel_of, f.written, f.kernels, cvec<int>(n, -1), {}};
   // last kernel that reads each value (through views too)
-  std::vector<int> last(n, -1);
+  cvec<int> last(n, -1);
   for (std::size_t u = 0; u < n; ++u) {
     const int k = f.kernel_of[u];
     if (k == no_kernel) continue;
@@ -39,26 +39,37 @@ constexpr schedule plan(const fused_graph& f) {
       l = l > k ? l : k;
     }
   }
-  std::vector<char> is_output(n, 0);
+  cvec<char> is_output(n, 0);
   for (int o : g.outputs) is_output[static_cast<std::size_t>(o)] = 1;
-  std::vector<int> busy_until;  // per buffer: last kernel reading its current value
-  for (int k = 0; k < static_cast<int>(f.kernels.size()); ++k) {
-    for (std::size_t i = 0; i < n; ++i) {
-      if (f.kernel_of[i] != k || !f.written[i] || is_output[i]) continue;
-      const bytes_t need = bytes_of(g.nodes[i].shape, g.nodes[i].dt);
-      int best = -1;
-      for (std::size_t b = 0; b < s.buffers.size(); ++b) {
-        if (busy_until[b] >= k || !s.buffers[b].covers(need)) continue;  // a buffer read by kernel k stays busy
-        if (best < 0 || s.buffers[static_cast<std::size_t>(best)].covers(s.buffers[b])) best = static_cast<int>(b);
-      }
-      if (best < 0) {
-        s.buffers.push_back(need);
-        busy_until.push_back(0);
-        best = static_cast<int>(s.buffers.size()) - 1;
-      }
-      s.buffer_of[i] = best;
-      busy_until[static_cast<std::size_t>(best)] = last[i] > k ? last[i] : k;
+  // the values each kernel writes to scratch, kernel by kernel (a counting sort)
+  const std::size_t nk = f.kernels.size();
+  cvec<int> start(nk + 1, 0), produced(n, 0);
+  auto scratch = [&](std::size_t i) { return f.kernel_of[i] != no_kernel && f.written[i] && !is_output[i]; };
+  for (std::size_t i = 0; i < n; ++i)
+    if (scratch(i)) ++start[static_cast<std::size_t>(f.kernel_of[i]) + 1];
+  for (std::size_t k = 0; k < nk; ++k) start[k + 1] += start[k];
+  {
+    cvec<int> fill(start.begin(), start.end() - 1);
+    for (std::size_t i = 0; i < n; ++i)
+      if (scratch(i)) produced[static_cast<std::size_t>(fill[static_cast<std::size_t>(f.kernel_of[i])]++)] = static_cast<int>(i);
+  }
+  cvec<int> busy_until;  // per buffer: last kernel reading its current value
+  for (int p = 0; p < start[nk]; ++p) {
+    const auto i = static_cast<std::size_t>(produced[static_cast<std::size_t>(p)]);
+    const int k = f.kernel_of[i];
+    const bytes_t need = bytes_of(g.nodes[i].shape, g.nodes[i].dt);
+    int best = -1;
+    for (std::size_t b = 0; b < s.buffers.size(); ++b) {
+      if (busy_until[b] >= k || !s.buffers[b].covers(need)) continue;  // a buffer read by kernel k stays busy
+      if (best < 0 || s.buffers[static_cast<std::size_t>(best)].covers(s.buffers[b])) best = static_cast<int>(b);
     }
+    if (best < 0) {
+      s.buffers.push_back(need);
+      busy_until.push_back(0);
+      best = static_cast<int>(s.buffers.size()) - 1;
+    }
+    s.buffer_of[i] = best;
+    busy_until[static_cast<std::size_t>(best)] = last[i] > k ? last[i] : k;
   }
   return s;
 }
