@@ -108,13 +108,18 @@ struct frozen_graph {
 
 /// Freezes the graph returned by a captureless constexpr lambda. The lambda runs twice: once
 /// to size the arrays, once to fill them (allocations cannot outlive a constant evaluation).
+namespace detail {
+/// The sizes of the graph a Make lambda returns: its own constant (evaluation budget).
+template <class Make>
+inline constexpr std::array<std::size_t, 2> graph_size = [] {
+  const graph g = Make{}();
+  return std::array<std::size_t, 2>{g.nodes.size(), g.outputs.size()};
+}();
+}  // namespace detail
+
 template <class Make>
 constexpr auto freeze(Make) {
-  constexpr auto size = [] {
-    const graph g = Make{}();
-    return std::array<std::size_t, 2>{g.nodes.size(), g.outputs.size()};
-  }();
-  constexpr std::size_t n = size[0], m = size[1];
+  constexpr std::size_t n = detail::graph_size<Make>[0], m = detail::graph_size<Make>[1];
   const graph g = Make{}();
   frozen_graph<n, m> f;
   for (std::size_t i = 0; i < n; ++i) f.nodes[i] = g.nodes[i];

@@ -31,10 +31,25 @@ struct decomposed {
   static constexpr auto graph = freeze([] { return passes::decompose(traced<E>::value.thaw()); });
 };
 
-/// The frozen primitive graph of expression type E (decomposed and canonicalised).
+/// One canonicalisation sweep, then dead-node removal, each in its own constant evaluation.
+template <class E>
+struct swept {
+  static constexpr auto graph = freeze([] { return passes::detail::sweep(decomposed<E>::graph.thaw()); });
+};
+template <class E>
+struct pruned {
+  static constexpr auto graph = freeze([] { return passes::remove_dead(swept<E>::graph.thaw()); });
+};
+
+/// The frozen primitive graph of expression type E (decomposed and canonicalised). One sweep
+/// reaches the fixed point unless it removed nodes; then canonicalize iterates to it.
 template <class E>
 struct prims_plan {
-  static constexpr auto graph = freeze([] { return passes::canonicalize(decomposed<E>::graph.thaw()); });
+  static constexpr auto graph = freeze([] {
+    kiln::graph g = pruned<E>::graph.thaw();
+    if (g.nodes.size() == decomposed<E>::graph.nodes.size()) return g;
+    return passes::canonicalize(static_cast<kiln::graph&&>(g));
+  });
 };
 
 /// The frozen plan of expression type E: its primitive graph, kernels and memory plan.

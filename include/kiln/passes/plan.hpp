@@ -94,12 +94,18 @@ struct frozen_schedule {
 };
 
 /// Freezes the schedule returned by a captureless constexpr lambda (run twice: size, fill).
+namespace detail {
+/// The sizes of the schedule a Make lambda returns: its own constant (evaluation budget).
+template <class Make>
+inline constexpr std::array<std::size_t, 4> schedule_size = [] {
+  const schedule s = Make{}();
+  return std::array<std::size_t, 4>{s.g.nodes.size(), s.g.outputs.size(), s.kernels.size(), s.buffers.size()};
+}();
+}  // namespace detail
+
 template <class Make>
 constexpr auto freeze_schedule(Make) {
-  constexpr auto size = [] {
-    const schedule s = Make{}();
-    return std::array<std::size_t, 4>{s.g.nodes.size(), s.g.outputs.size(), s.kernels.size(), s.buffers.size()};
-  }();
+  constexpr auto size = detail::schedule_size<Make>;
   const schedule s = Make{}();
   frozen_schedule<size[0], size[1], size[2], size[3]> f;
   for (std::size_t i = 0; i < size[0]; ++i) {
