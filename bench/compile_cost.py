@@ -7,12 +7,15 @@ and evaluates it once, then measures the compiler's wall time and peak memory
 (/usr/bin/time). Two shapes of graph:
   chain  N pointwise ops one after another (tanh, * 1.5, alternating): depth N
   wide   N independent branches tanh(x * k) summed as a balanced tree: width N, depth log N
+With --steps, also finds (by bisection, clang only, -fsyntax-only) the smallest
+-fconstexpr-steps each chain needs: clang's default is 1,048,576 per constant evaluation.
 Writes bench/results/compile.json and prints a Markdown table.
-Usage: bench/compile_cost.py [--sizes 25,50,...] [--compilers g++,clang++] [--timeout 300]
+Usage: bench/compile_cost.py [--sizes 25,50,...] [--compilers g++,clang++] [--timeout 300] [--steps]
 """
 import argparse, json, os, re, subprocess, sys, tempfile, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+INCLUDE = os.path.join(ROOT, 'include')
 
 def chain_source(n):
     lines = ['#include <kiln/kiln.hpp>', 'using namespace kiln;', 'int main() {',
@@ -49,7 +52,7 @@ def finish(lines, out):
     return '\n'.join(lines) + '\n'
 
 def measure(cxx, src_path, timeout):
-    cmd = ['/usr/bin/time', '-f', '%e %M', cxx, '-std=c++20', '-O2', f'-I{ROOT}/include', '-c', src_path, '-o', os.devnull]
+    cmd = ['/usr/bin/time', '-f', '%e %M', cxx, '-std=c++20', '-O2', f'-I{INCLUDE}', '-c', src_path, '-o', os.devnull]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -62,13 +65,33 @@ def measure(cxx, src_path, timeout):
         err = m.group(2)[:160] if m else 'failed'
     return {'ok': p.returncode == 0, 'error': err, 'seconds': seconds, 'peak_mb': round(kb / 1024)}
 
+def min_steps(src):
+    """Smallest -fconstexpr-steps with which clang accepts src (within 2%)."""
+    lo, hi = 1000, 8_000_000
+    def ok(steps):
+        cmd = ['clang++', '-std=c++20', '-fsyntax-only', f'-fconstexpr-steps={steps}', f'-I{INCLUDE}', src]
+        return subprocess.run(cmd, capture_output=True).returncode == 0
+    if not ok(hi):
+        return None
+    while hi - lo > hi // 50:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
 def main():
+    global INCLUDE
     ap = argparse.ArgumentParser()
     ap.add_argument('--sizes', default='25,50,100,200,400,800,1600')
     ap.add_argument('--compilers', default='g++,clang++')
     ap.add_argument('--shapes', default='chain,wide')
     ap.add_argument('--timeout', type=int, default=300)
+    ap.add_argument('--steps', action='store_true')
+    ap.add_argument('--include', default=None, help='kiln headers to measure (default: this checkout)')
     a = ap.parse_args()
+    INCLUDE = a.include or INCLUDE
     sizes = [int(s) for s in a.sizes.split(',')]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -77,19 +100,23 @@ def main():
                 src = os.path.join(tmp, f'{shape}{n}.cpp')
                 with open(src, 'w') as f:
                     f.write(chain_source(n) if shape == 'chain' else wide_source(n))
+                steps = min_steps(src) if a.steps else None
                 for cxx in a.compilers.split(','):
                     r = measure(cxx, src, a.timeout)
                     r.update({'workload': f'{shape}-{n}', 'shape': shape, 'n': n, 'compiler': cxx})
+                    if steps is not None and cxx.startswith('clang'):
+                        r['constexpr_steps'] = steps
                     rows.append(r)
                     print(json.dumps(r), file=sys.stderr, flush=True)
     out = os.path.join(ROOT, 'bench', 'results', 'compile.json')
     with open(out, 'w') as f:
         json.dump(rows, f, indent=1)
-    print('| graph | N | compiler | seconds | peak MB | result |')
-    print('| --- | --- | --- | --- | --- | --- |')
+    print('| graph | N | compiler | seconds | peak MB | clang constexpr steps (max per evaluation) | result |')
+    print('| --- | --- | --- | --- | --- | --- | --- |')
     for r in rows:
         res = 'ok' if r['ok'] else r['error']
-        print(f"| {r['shape']} | {r['n']} | {r['compiler']} | {r['seconds']} | {r['peak_mb']} | {res} |")
+        steps = r.get('constexpr_steps', '')
+        print(f"| {r['shape']} | {r['n']} | {r['compiler']} | {r['seconds']} | {r['peak_mb']} | {steps} | {res} |")
 
 if __name__ == '__main__':
     main()

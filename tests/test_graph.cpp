@@ -10,32 +10,10 @@ using W = param<"w1", f32, shape<784, 256>>;
 using B = param<"b1", f32, shape<256>>;
 using Layer = decltype(relu(matmul(X{}, W{}) + B{}));
 
-/// A small pass: drops interior nodes that no output reads (leaves stay, keeping slots). It is
-/// an ordinary constexpr function graph -> graph.
-constexpr graph drop_unused(const graph& g) {
-  std::vector<char> live(g.nodes.size(), 0);
-  for (int o : g.outputs) live[static_cast<std::size_t>(o)] = 1;
-  for (int i = static_cast<int>(g.nodes.size()) - 1; i >= 0; --i)
-    if (live[static_cast<std::size_t>(i)] || kind_of(g.nodes[static_cast<std::size_t>(i)].o) == op_kind::leaf)
-      for (int j = 0; j < g.nodes[static_cast<std::size_t>(i)].nin(); ++j)
-        live[static_cast<std::size_t>(g.nodes[static_cast<std::size_t>(i)].in[j])] = 1;
-  graph r;
-  r.leaves = g.leaves;
-  std::vector<int> at(g.nodes.size(), -1);
-  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
-    if (!live[i] && kind_of(g.nodes[i].o) != op_kind::leaf) continue;
-    node n = g.nodes[i];
-    for (int j = 0; j < n.nin(); ++j) n.in[j] = at[static_cast<std::size_t>(n.in[j])];
-    at[i] = r.add(n);
-  }
-  for (int o : g.outputs) r.outputs.push_back(at[static_cast<std::size_t>(o)]);
-  return r;
-}
-
 /// A plan type holding a pass result as a static constexpr member.
 template <class E>
 struct pruned_plan {
-  static constexpr auto graph = freeze([] { return drop_unused(traced<E>::value.thaw()); });
+  static constexpr auto graph = freeze([] { return passes::remove_dead(traced<E>::value.thaw()); });
 };
 }  // namespace
 
@@ -111,7 +89,7 @@ TEST_CASE("freezing a pass result into a plan type, checked statically and at ru
   dead.in[0] = 4;
   g.add(dead);
   CHECK(g.nodes.size() == 7);
-  const graph r = drop_unused(g);
+  const graph r = passes::remove_dead(g);
   CHECK(r.nodes.size() == 6);
   CHECK(check_graph(r) == nullptr);
   // pass results still evaluate the same under the eager backend

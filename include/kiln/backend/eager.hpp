@@ -572,6 +572,13 @@ inline any_tensor run_node(const node& n, const any_tensor* in) {
   throw std::logic_error("kiln: eager: no rule for op " + std::string(name(n.o)));
 }
 
+/// v, or a copy of it if it shares storage with a leaf: results never alias the caller's inputs.
+inline any_tensor unaliased(const any_tensor& v, const std::vector<any_tensor>& leaves) {
+  for (const any_tensor& l : leaves)
+    if (v.shares_storage(l)) return v.clone();
+  return v;
+}
+
 }  // namespace detail
 
 /// Evaluates every node of `g` in order; leaves take their values from `leaves` (by slot).
@@ -598,15 +605,7 @@ std::vector<any_tensor> run(const G& g, const std::vector<any_tensor>& leaves) {
     vals[i] = detail::run_node(n, in);
   }
   std::vector<any_tensor> outs;
-  for (int o : g.outputs) {
-    any_tensor v = vals[static_cast<std::size_t>(o)];
-    for (const any_tensor& l : leaves)
-      if (v.shares_storage(l)) {
-        v = v.clone();
-        break;
-      }
-    outs.push_back(v);
-  }
+  for (int o : g.outputs) outs.push_back(detail::unaliased(vals[static_cast<std::size_t>(o)], leaves));
   return outs;
 }
 
@@ -651,15 +650,7 @@ std::vector<any_tensor> run_schedule(const S& s, const std::vector<any_tensor>& 
       if (s.kernel_of[i] == k && !s.written[i]) vals[i] = any_tensor{};  // stays in registers: gone
   }
   std::vector<any_tensor> outs;
-  for (int o : g.outputs) {
-    any_tensor v = value(value, o);
-    for (const any_tensor& l : leaves)
-      if (v.shares_storage(l)) {
-        v = v.clone();
-        break;
-      }
-    outs.push_back(v);
-  }
+  for (int o : g.outputs) outs.push_back(detail::unaliased(value(value, o), leaves));
   return outs;
 }
 

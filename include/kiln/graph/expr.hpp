@@ -13,6 +13,7 @@
 // sum of integers gives i64. Promotion is made explicit in the graph with cast nodes.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <stdexcept>
@@ -277,12 +278,18 @@ template <class R, class... K>
 constexpr auto build(const K&... k) {  // `auto`: g++ instantiates the body (and the record) now
   static_assert(record_of<R>::value.tree_nodes > 0);
   R r{};
-  std::size_t t = 0, s = 0;
-  auto append = [&](const auto& kid) {
-    for (const auto& x : kid.data.tensors) r.data.tensors[t++] = x;
-    for (const auto& x : kid.data.scalars) r.data.scalars[s++] = x;
-  };
-  (append(k), ...);
+  if constexpr (sizeof...(K) == 1) {
+    ((r.data = k.data), ...);  // one operand: the same leaf data, copied whole
+  } else {
+    std::size_t t = 0, s = 0;
+    auto append = [&](const auto& kid) {  // std::copy: a memmove for scalars, not an unrolled loop
+      std::copy(kid.data.tensors.begin(), kid.data.tensors.end(), r.data.tensors.begin() + t);
+      std::copy(kid.data.scalars.begin(), kid.data.scalars.end(), r.data.scalars.begin() + s);
+      t += kid.data.tensors.size();
+      s += kid.data.scalars.size();
+    };
+    (append(k), ...);
+  }
   return r;
 }
 
