@@ -9,7 +9,8 @@
 //   - a matmul takes its pointwise epilogue (bias, activation, residual add, cast);
 //   - views (reshape, permute, slice, broadcast) and element counts are not kernels: they
 //     change how a buffer is indexed. Their operand must then be materialised.
-// A node joins a kernel only when that cannot create a cycle between kernels. Each kernel
+// A node joins kernel k only if every other kernel it reads was created before k: a kernel then
+// only ever reads earlier kernels, which rules out cycles without a search. Each kernel
 // records its iteration space, the buffers it reads and writes, and their sizes in bytes.
 #pragma once
 
@@ -103,6 +104,7 @@ struct fuser {
   cvec<int> kernel_of;
   cvec<kernel> kernels;
   cvec<cvec<int>> reads_from;  // per kernel: kernels whose outputs it reads
+  cvec<int> row_kernels;        // kernels opened by a reduction over a buffer (sibling candidates)
 
   /// The computed node a view chain looks at, or -1 for a leaf/constant.
   constexpr int source(int i) const {
@@ -114,22 +116,12 @@ struct fuser {
     }
     return -1;
   }
-  constexpr bool depends_on(int from, int target) const {  // does kernel `from` read `target`, transitively?
-    if (from == target) return true;
-    cvec<int> stack{from};
-    cvec<char> seen(kernels.size(), 0);
-    while (!stack.empty()) {
-      const int k = stack.back();
-      stack.pop_back();
-      for (int r : reads_from[static_cast<std::size_t>(k)]) {
-        if (r == target) return true;
-        if (!seen[static_cast<std::size_t>(r)]) {
-          seen[static_cast<std::size_t>(r)] = 1;
-          stack.push_back(r);
-        }
-      }
-    }
-    return false;
+  /// Whether a node reading kernels `deps` may join kernel k: every other kernel it reads must
+  /// be older than k (kernels only read older kernels, so no cycle can form).
+  static constexpr bool may_join(int k, const int* deps, int count) {
+    for (int m = 0; m < count; ++m)
+      if (deps[m] >= 0 && deps[m] != k && deps[m] > k) return false;
+    return true;
   }
 
   /// The buffer a leaf-or-view operand reads (its leaf node), or -1.
@@ -149,14 +141,12 @@ struct fuser {
     int src = source(in);
     if (src < 0) src = leaf_source(in);
     if (src < 0) return -1;
-    for (int k = static_cast<int>(kernels.size()) - 1; k >= 0; --k) {
+    for (std::size_t r = row_kernels.size(); r-- > 0;) {
+      const int k = row_kernels[r];
       const kernel& K = kernels[static_cast<std::size_t>(k)];
       if (K.kind != kernel_kind::reduction || K.source != src || !(K.space == space)) continue;
       if (axes != ~0u && K.axes != axes) continue;
-      bool cycle = false;
-      for (int m = 0; m < count; ++m)
-        if (deps[m] >= 0 && deps[m] != k && depends_on(deps[m], k)) cycle = true;
-      if (!cycle) return k;
+      if (may_join(k, deps, count)) return k;
     }
     return -1;
   }
@@ -245,6 +235,7 @@ struct fuser {
           continue;
         }
         const int k2 = open(kernel_kind::reduction, in, n.axes, i);
+        row_kernels.push_back(k2);
         kernels[static_cast<std::size_t>(k2)].source = src >= 0 && kernel_of[static_cast<std::size_t>(src)] != no_kernel
                                                            ? src
                                                            : leaf_source(n.in[0]);
@@ -257,10 +248,7 @@ struct fuser {
         for (int j = 0; j < count; ++j) {
           const int k = join[j];
           if (k < 0 || k <= best || !fits(kernels[static_cast<std::size_t>(k)], n)) continue;
-          bool cycle = false;
-          for (int m = 0; m < count; ++m)
-            if (deps[m] >= 0 && deps[m] != k && depends_on(deps[m], k)) cycle = true;
-          if (!cycle) best = k;
+          if (may_join(k, deps, count)) best = k;
         }
       }
       if (best == no_kernel && n.o != op::concat && n.o != op::iota) {

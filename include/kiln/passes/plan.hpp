@@ -53,23 +53,38 @@ constexpr schedule plan(const fused_graph& f) {
     for (std::size_t i = 0; i < n; ++i)
       if (scratch(i)) produced[static_cast<std::size_t>(fill[static_cast<std::size_t>(f.kernel_of[i])]++)] = static_cast<int>(i);
   }
-  cvec<int> busy_until;  // per buffer: last kernel reading its current value
+  // greedy best fit over the buffers free at each kernel; a buffer is free again after the
+  // last kernel that reads its value (a buffer read by kernel k cannot take a value k writes)
+  cvec<int> free_now;
+  cvec<cvec<int>> freed_at(nk + 2);
+  int current = -1;
   for (int p = 0; p < start[nk]; ++p) {
     const auto i = static_cast<std::size_t>(produced[static_cast<std::size_t>(p)]);
     const int k = f.kernel_of[i];
-    const bytes_t need = bytes_of(g.nodes[i].shape, g.nodes[i].dt);
-    int best = -1;
-    for (std::size_t b = 0; b < s.buffers.size(); ++b) {
-      if (busy_until[b] >= k || !s.buffers[b].covers(need)) continue;  // a buffer read by kernel k stays busy
-      if (best < 0 || s.buffers[static_cast<std::size_t>(best)].covers(s.buffers[b])) best = static_cast<int>(b);
+    while (current < k) {
+      ++current;
+      for (int b : freed_at[static_cast<std::size_t>(current)]) free_now.push_back(b);
     }
-    if (best < 0) {
+    const bytes_t need = bytes_of(g.nodes[i].shape, g.nodes[i].dt);
+    int pick = -1;  // index into free_now
+    for (std::size_t j = 0; j < free_now.size(); ++j) {
+      const bytes_t& have = s.buffers[static_cast<std::size_t>(free_now[j])];
+      if (!have.covers(need)) continue;
+      if (pick < 0 || s.buffers[static_cast<std::size_t>(free_now[static_cast<std::size_t>(pick)])].covers(have))
+        pick = static_cast<int>(j);
+    }
+    int best;
+    if (pick >= 0) {
+      best = free_now[static_cast<std::size_t>(pick)];
+      free_now[static_cast<std::size_t>(pick)] = free_now.back();
+      free_now.pop_back();
+    } else {
       s.buffers.push_back(need);
-      busy_until.push_back(0);
       best = static_cast<int>(s.buffers.size()) - 1;
     }
     s.buffer_of[i] = best;
-    busy_until[static_cast<std::size_t>(best)] = last[i] > k ? last[i] : k;
+    const int until = last[i] > k ? last[i] : k;
+    freed_at[static_cast<std::size_t>(until + 1)].push_back(best);
   }
   return s;
 }
