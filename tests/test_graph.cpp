@@ -46,13 +46,15 @@ TEST_CASE("trace: promotion casts and scalars are explicit nodes") {
   CHECK(slots == std::vector<int>{0, 1, 2});
 }
 
-TEST_CASE("trace: a repeated sub-expression appears once per use (CSE merges them later)") {
-  using Sub = decltype(exp(X{}) * 2.0f);
+TEST_CASE("trace: a repeated placeholder is one node; other repeats appear once per use") {
+  using Sub = decltype(exp(X{}) * 2.0f);  // x, exp, the scalar 2, mul
   using E = decltype(Sub{} + Sub{});
   constexpr const auto& s = traced<Sub>::value;
   constexpr const auto& g = traced<E>::value;
-  static_assert(g.nodes.size() == 2 * s.nodes.size() + 1);  // appended twice (CSE merges later)
-  static_assert(g.leaves == 2 * s.leaves);
+  static_assert(s.nodes.size() == 4);
+  static_assert(g.nodes.size() == 2 * s.nodes.size() - 1 + 1, "x once; exp, 2 and mul twice; add");
+  static_assert(count_op(g, op::input) == 1 && count_op(g, op::scalar) == 2);
+  static_assert(g.leaves == 3);
   static_assert(!check_graph(g));
 }
 

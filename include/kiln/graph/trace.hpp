@@ -14,9 +14,9 @@
 namespace kiln {
 
 namespace detail {
-template <std::size_t N>
-constexpr frozen_graph<N, 1> walk(const record& root) {
-  frozen_graph<N, 1> g;
+constexpr graph walk(const record& root) {
+  graph g;
+  g.nodes.reserve(static_cast<std::size_t>(root.tree_nodes));
   struct frame {
     const record* r;
     int next;
@@ -24,26 +24,41 @@ constexpr frozen_graph<N, 1> walk(const record& root) {
   };
   cvec<frame> stack;
   stack.push_back({&root, 0, {}});
+  // a placeholder type used several times is one node (same name, dtype and shape: same value)
+  cvec<const record*> placeholder;
+  cvec<int> placeholder_id;
   int count = 0, leaves = 0;
   while (!stack.empty()) {
     frame& f = stack.back();
     if (f.next < f.r->kids) {
       const record* kid = f.r->kid[static_cast<std::size_t>(f.next)];
+      int seen = -1;
+      if (kid->n.o == op::input || kid->n.o == op::param)
+        for (std::size_t p = 0; p < placeholder.size() && seen < 0; ++p)
+          if (placeholder[p] == kid) seen = placeholder_id[p];
+      if (seen >= 0) {
+        f.ids[static_cast<std::size_t>(f.next++)] = seen;
+        continue;
+      }
       stack.push_back({kid, 0, {}});
       continue;
     }
     node n = f.r->n;
     for (int j = 0; j < f.r->kids; ++j) n.in[static_cast<std::size_t>(j)] = f.ids[static_cast<std::size_t>(j)];
     if (kind_of(n.o) == op_kind::leaf) n.slot = leaves++;
-    g.nodes[static_cast<std::size_t>(count)] = n;
+    g.nodes.push_back(n);
     const int id = count++;
+    if (n.o == op::input || n.o == op::param) {
+      placeholder.push_back(f.r);
+      placeholder_id.push_back(id);
+    }
     stack.pop_back();
     if (!stack.empty()) {
       frame& parent = stack.back();
       parent.ids[static_cast<std::size_t>(parent.next++)] = id;
     }
   }
-  g.outputs[0] = count - 1;
+  g.outputs = {count - 1};
   g.leaves = leaves;
   return g;
 }
@@ -52,8 +67,7 @@ constexpr frozen_graph<N, 1> walk(const record& root) {
 /// The frozen graph of expression type E (one output: the expression's value).
 template <class E>
 struct traced {
-  static constexpr auto value =
-      detail::walk<static_cast<std::size_t>(record_of<E>::value.tree_nodes)>(record_of<E>::value);
+  static constexpr auto value = freeze([] { return detail::walk(record_of<E>::value); });
 };
 
 /// The graph of an expression, as a run-time value.
