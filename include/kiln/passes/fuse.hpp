@@ -120,7 +120,7 @@ struct fuser {
   /// be older than k (kernels only read older kernels, so no cycle can form).
   static constexpr bool may_join(int k, const int* deps, int count) {
     for (int m = 0; m < count; ++m)
-      if (deps[m] >= 0 && deps[m] != k && deps[m] > k) return false;
+      if (deps[m] > k) return false;
     return true;
   }
 
