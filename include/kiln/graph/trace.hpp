@@ -14,6 +14,12 @@
 namespace kiln {
 
 namespace detail {
+/// Same placeholder: op, name, dtype and shape. (Compared by value: g++ with ASan does not
+/// accept comparing the addresses of two records in a constant expression.)
+constexpr bool same_placeholder(const node& a, const node& b) {
+  return a.o == b.o && a.dt == b.dt && a.shape == b.shape && a.label() == b.label();
+}
+
 constexpr graph walk(const record& root) {
   graph g;
   g.nodes.reserve(static_cast<std::size_t>(root.tree_nodes));
@@ -25,7 +31,7 @@ constexpr graph walk(const record& root) {
   cvec<frame> stack;
   stack.push_back({&root, 0, {}});
   // a placeholder type used several times is one node (same name, dtype and shape: same value)
-  cvec<const record*> placeholder;
+  cvec<const node*> placeholder;
   cvec<int> placeholder_id;
   int count = 0, leaves = 0;
   while (!stack.empty()) {
@@ -35,7 +41,7 @@ constexpr graph walk(const record& root) {
       int seen = -1;
       if (kid->n.o == op::input || kid->n.o == op::param)
         for (std::size_t p = 0; p < placeholder.size() && seen < 0; ++p)
-          if (placeholder[p] == kid) seen = placeholder_id[p];
+          if (same_placeholder(*placeholder[p], kid->n)) seen = placeholder_id[p];
       if (seen >= 0) {
         f.ids[static_cast<std::size_t>(f.next++)] = seen;
         continue;
@@ -49,7 +55,7 @@ constexpr graph walk(const record& root) {
     g.nodes.push_back(n);
     const int id = count++;
     if (n.o == op::input || n.o == op::param) {
-      placeholder.push_back(f.r);
+      placeholder.push_back(&f.r->n);
       placeholder_id.push_back(id);
     }
     stack.pop_back();
