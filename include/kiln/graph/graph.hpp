@@ -54,7 +54,7 @@ struct node {
 
   /// Number of inputs (layer_norm has a fourth, its epsilon).
   constexpr int nin() const { return o == op::layer_norm ? 4 : arity(o); }
-  constexpr std::string_view label() const { return name ? std::string_view{name, name_len} : std::string_view{}; }
+  constexpr std::string_view label() const { return name_len ? std::string_view{name, name_len} : std::string_view{}; }
   /// Names the node; s must live in static storage (a literal, or a template parameter object).
   constexpr void set_name(std::string_view s) {
     name = s.data();
