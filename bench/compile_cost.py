@@ -7,10 +7,13 @@ and evaluates it once, then measures the compiler's wall time and peak memory
 (/usr/bin/time). Two shapes of graph:
   chain  N pointwise ops one after another (tanh, * 1.5, alternating): depth N
   wide   N independent branches tanh(x * k) summed as a balanced tree: width N, depth log N
+  mlp    forward and backward of an MLP with N hidden layers (64 wide, relu, cross-entropy):
+         outputs(loss, grad(loss, wrt(every weight and bias))), one joint plan
 With --steps, also finds (by bisection, clang only, -fsyntax-only) the smallest
 -fconstexpr-steps each chain needs: clang's default is 1,048,576 per constant evaluation.
 Writes bench/results/compile.json and prints a Markdown table.
-Usage: bench/compile_cost.py [--sizes 25,50,...] [--compilers g++,clang++] [--timeout 300] [--steps]
+Usage: bench/compile_cost.py [--sizes 25,50,...] [--compilers g++,clang++] [--shapes chain,wide,mlp]
+       [--timeout 300] [--steps] [--out bench/results/compile.json]
 """
 import argparse, json, os, re, subprocess, sys, tempfile, time
 
@@ -42,6 +45,26 @@ def wide_source(n):
             nxt.append(level[-1])
         level, depth = nxt, depth + 1
     return finish(lines, level[0])
+
+def mlp_source(n):
+    lines = ['#include <kiln/kiln.hpp>', 'using namespace kiln;', 'int main() {',
+             '  using In = input<"in", f32, shape<dyn, 64>>;', '  using Lab = input<"lab", i64, shape<dyn>>;',
+             '  auto h0 = In{};']
+    params = []
+    for k in range(1, n + 2):
+        out = 64 if k <= n else 10
+        lines.append(f'  using W{k} = param<"w{k}", f32, shape<{out}, 64>>;')
+        lines.append(f'  using B{k} = param<"b{k}", f32, shape<{out}>>;')
+        params += [f'W{k}{{}}', f'B{k}{{}}']
+        if k <= n:
+            lines.append(f'  auto h{k} = relu(linear(h{k-1}, W{k}{{}}, B{k}{{}}));')
+    lines.append(f'  auto loss = cross_entropy(linear(h{n}, W{n+1}{{}}, B{n+1}{{}}), Lab{{}});')
+    lines.append(f'  auto step = outputs(loss, grad(loss, wrt({", ".join(params)})));')
+    lines += ['  static_assert(!check_graph(plan<decltype(step)>::schedule.g));',
+              '  return explain_type<decltype(step)>().kernels > 0 ? 0 : 1;', '}']
+    return '\n'.join(lines) + '\n'
+
+SOURCES = {'chain': lambda n: chain_source(n), 'wide': lambda n: wide_source(n), 'mlp': lambda n: mlp_source(n)}
 
 def finish(lines, out):
     lines += [f'  using E = decltype({out});',
@@ -90,6 +113,7 @@ def main():
     ap.add_argument('--timeout', type=int, default=300)
     ap.add_argument('--steps', action='store_true')
     ap.add_argument('--include', default=None, help='kiln headers to measure (default: this checkout)')
+    ap.add_argument('--out', default=os.path.join(ROOT, 'bench', 'results', 'compile.json'))
     a = ap.parse_args()
     INCLUDE = a.include or INCLUDE
     sizes = [int(s) for s in a.sizes.split(',')]
@@ -99,7 +123,7 @@ def main():
             for n in sizes:
                 src = os.path.join(tmp, f'{shape}{n}.cpp')
                 with open(src, 'w') as f:
-                    f.write(chain_source(n) if shape == 'chain' else wide_source(n))
+                    f.write(SOURCES[shape](n))
                 steps = min_steps(src) if a.steps else None
                 for cxx in a.compilers.split(','):
                     r = measure(cxx, src, a.timeout)
@@ -108,8 +132,7 @@ def main():
                         r['constexpr_steps'] = steps
                     rows.append(r)
                     print(json.dumps(r), file=sys.stderr, flush=True)
-    out = os.path.join(ROOT, 'bench', 'results', 'compile.json')
-    with open(out, 'w') as f:
+    with open(a.out, 'w') as f:
         json.dump(rows, f, indent=1)
     print('| graph | N | compiler | seconds | peak MB | clang constexpr steps (max per evaluation) | result |')
     print('| --- | --- | --- | --- | --- | --- | --- |')

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -15,7 +16,9 @@
 #include "debug/logs.hpp"
 #include "core/tensor.hpp"
 #include "graph/expr.hpp"
+#include "graph/grad.hpp"
 #include "graph/trace.hpp"
+#include "passes/pipeline.hpp"
 
 namespace kiln {
 
@@ -28,8 +31,8 @@ struct feed {
 /// The leaf table of graph g for expression value e, with placeholders bound from `feeds`.
 /// Throws if a placeholder has no tensor, a tensor has the wrong dtype or shape, or a feed
 /// names no placeholder of the graph.
-template <class G, expression E>
-std::vector<any_tensor> bind_leaves(const G& g, const E& e, std::initializer_list<feed> feeds) {
+template <class G, traceable E>
+std::vector<any_tensor> bind_leaves(const G& g, const E& e, std::span<const feed> feeds) {
   std::vector<any_tensor> leaves(static_cast<std::size_t>(g.leaves));
   std::vector<char> used(feeds.size(), 0);
   std::size_t next_tensor = 0, next_scalar = 0;  // bound tensors and scalars come in slot order
@@ -53,8 +56,8 @@ std::vector<any_tensor> bind_leaves(const G& g, const E& e, std::initializer_lis
     const std::string what = std::string(name(n.o)) + " '" + std::string(n.label()) + "'";
     const feed* f = nullptr;
     for (std::size_t i = 0; i < feeds.size(); ++i)
-      if (feeds.begin()[i].name == n.label()) {
-        f = feeds.begin() + i;
+      if (feeds[i].name == n.label()) {
+        f = &feeds[i];
         used[i] = 1;
       }
     if (!f) throw std::invalid_argument("kiln: eval: no tensor bound to " + what);
@@ -69,16 +72,31 @@ std::vector<any_tensor> bind_leaves(const G& g, const E& e, std::initializer_lis
   for (std::size_t i = 0; i < feeds.size(); ++i)
     if (!used[i])
       throw std::invalid_argument("kiln: eval: the graph has no input or param named '" +
-                                  std::string(feeds.begin()[i].name) + "'");
+                                  std::string(feeds[i].name) + "'");
   return leaves;
+}
+
+template <class G, traceable E>
+std::vector<any_tensor> bind_leaves(const G& g, const E& e, std::initializer_list<feed> feeds) {
+  return bind_leaves(g, e, std::span<const feed>(feeds.begin(), feeds.size()));
+}
+
+/// Evaluates an expression, or each expression of kiln::outputs(...), with the eager backend.
+template <traceable E>
+std::vector<any_tensor> eval_all(const E& e, std::span<const feed> feeds) {
+  log_once<E>();
+  // the leaf table is laid out by the captured graph; derivatives run on the expanded graph
+  return eager::run(eager_graph<E>(), bind_leaves(traced<E>::value, e, feeds));
+}
+template <traceable E>
+std::vector<any_tensor> eval_all(const E& e, std::initializer_list<feed> feeds = {}) {
+  return eval_all(e, std::span<const feed>(feeds.begin(), feeds.size()));
 }
 
 /// Evaluates an expression with the eager backend, returning a dtype-erased tensor.
 template <expression E>
 any_tensor eval_any(const E& e, std::initializer_list<feed> feeds) {
-  constexpr const auto& g = traced<E>::value;
-  log_once<E>();
-  return eager::run(g, bind_leaves(g, e, feeds))[0];
+  return eval_all(e, feeds)[0];
 }
 template <expression E>
 any_tensor eval_any(const E& e) {

@@ -567,7 +567,9 @@ inline any_tensor run_node(const node& n, const any_tensor* in) {
         default: break;
       }
       break;
-    case op_kind::leaf: break;
+    case op_kind::leaf:
+    case op_kind::autodiff:  // expanded by passes::differentiate before a backend runs
+    case op_kind::tuple: break;
   }
   throw std::logic_error("kiln: eager: no rule for op " + std::string(name(n.o)));
 }

@@ -14,6 +14,14 @@ struct expr_base {};
 template <class E>
 concept expression = std::derived_from<std::remove_cvref_t<E>, expr_base>;
 
+/// kiln::outputs(a, b, ...) derives from outputs_base: several expressions traced into one
+/// graph with one output each. It is not an expression (it has no single value to compute with).
+struct outputs_base {};
+
+/// What can be traced into a graph: an expression, or several under kiln::outputs.
+template <class E>
+concept traceable = expression<E> || std::derived_from<std::remove_cvref_t<E>, outputs_base>;
+
 /// Evaluates an expression with the eager reference backend (defined in graph/eval.hpp).
 template <expression E>
 any_tensor eval_any(const E& e);

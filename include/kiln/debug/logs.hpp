@@ -131,6 +131,18 @@ void print_stages(std::ostream& os, const log_stages& st) {
   if (st.plan) debug::print_plan(os, s);
 }
 
+/// Prints the requested stages of a captured graph's plan, running the passes now, at run time
+/// (the same functions that the compile-time pipeline evaluates): logging an expression then
+/// costs its compilation nothing.
+inline void print_stages(std::ostream& os, const log_stages& st, const graph& captured) {
+  if (st.graph) debug::print_graph(os, captured, "graph (as captured)");
+  if (!(st.prims || st.fusion || st.plan)) return;
+  const passes::schedule s = passes::compile(captured);
+  if (st.prims) debug::print_graph(os, s.g, "prims (decomposed, canonicalised)");
+  if (st.fusion) debug::print_fusion(os, s);
+  if (st.plan) debug::print_plan(os, s);
+}
+
 /// Prints what KILN_LOGS asks for, the first time it is called for expression type E.
 template <class E>
 void log_once() {
@@ -139,7 +151,7 @@ void log_once() {
   static std::once_flag once;
   std::call_once(once, [&] {
     std::ostringstream os;
-    print_stages<E>(os, st);
+    print_stages(os, st, traced<E>::value.thaw());
     std::fputs(os.str().c_str(), stderr);
   });
 }
@@ -190,7 +202,7 @@ std::string to_dot(const S& s) {
 }
 
 /// DOT of an expression's plan.
-template <expression E>
+template <traceable E>
 std::string to_dot(const E&) {
   return to_dot(plan<E>::schedule);
 }

@@ -52,6 +52,14 @@ KILN_ERROR_TYPE(cross_entropy_shapes_do_not_match, class Logits KILN_COMMA class
 KILN_ERROR_TYPE(labels_must_be_integers, dtype Labels, "cross_entropy needs integer labels");
 KILN_ERROR_TYPE(dtype_not_supported, op Op KILN_COMMA dtype D, "this op does not accept this dtype");
 KILN_ERROR_TYPE(where_condition_not_bool, dtype Condition, "where needs a bool condition");
+KILN_ERROR_TYPE(grad_needs_a_scalar_loss, class LossShape, "grad needs a rank-0 loss (reduce it first, e.g. with mean)");
+KILN_ERROR_TYPE(grad_is_taken_with_respect_to_a_placeholder, op Got,
+                "grad and jvp differentiate with respect to a placeholder (kiln::input or kiln::param)");
+KILN_ERROR_TYPE(integer_inputs_are_not_differentiable, dtype D, "grad and jvp need a floating-point placeholder");
+KILN_ERROR_TYPE(tangent_shape_does_not_match, class Input KILN_COMMA class Tangent, "a tangent needs its input's shape");
+KILN_ERROR_TYPE(custom_gradient_shape_does_not_match, class Input KILN_COMMA class Rule,
+                "a custom gradient rule must give the input's shape (or one it broadcasts to)");
+KILN_ERROR_TYPE(outputs_cannot_nest, op Got, "kiln::outputs takes expressions, not another kiln::outputs");
 
 #undef KILN_COMMA
 #undef KILN_ERROR_TYPE

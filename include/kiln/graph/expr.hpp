@@ -254,7 +254,7 @@ template <op O, int Axis, class... K>
 struct composite : node_base<K...> {
   static constexpr dtype dt = std::tuple_element_t<0, std::tuple<K...>>::dt;
   static constexpr dims shape = [] {
-    constexpr dims s[] = {K::shape...};
+    constexpr dims s[] = {K::shape..., dims{}, dims{}, dims{}};  // padded: every case indexes 0..2
     switch (O) {
       case op::softmax:
       case op::log_softmax: return s[0];

@@ -51,6 +51,7 @@ struct node {
   int slot = -1;                             ///< leaves: index into the leaf table
   const char* name = nullptr;                ///< input, param: the placeholder's name (static storage)
   std::uint8_t name_len = 0;
+  std::uint8_t phase = 0;  ///< 0 forward; 1 emitted by differentiation (backward, tangents); 2 recomputed
 
   /// Number of inputs (layer_norm has a fourth, its epsilon).
   constexpr int nin() const { return o == op::layer_norm ? 4 : arity(o); }
@@ -185,6 +186,16 @@ constexpr const char* check_graph(const G& g) {
         if (!(in(0).shape == x.shape)) return "cast changes shape";
         break;
       case op_kind::composite: break;
+      case op_kind::autodiff:
+        if (x.o == op::detach && (in(0).dt != x.dt || !(in(0).shape == x.shape))) return "detach differs from its input";
+        if (x.o == op::grad && (in(0).shape.rank != 0 || in(1).dt != x.dt || !(in(1).shape == x.shape)))
+          return "grad needs a rank-0 loss and has its target's dtype and shape";
+        if (x.o == op::jvp && (in(0).dt != x.dt || !(in(0).shape == x.shape) || !(in(2).shape == in(1).shape)))
+          return "jvp has its output's dtype and shape, and a tangent of its input's shape";
+        if (x.o == op::custom && (in(0).dt != x.dt || !(in(0).shape == x.shape) || in(3).o != op::cotangent))
+          return "custom has its value's dtype and shape, and a cotangent marker as its fourth input";
+        break;
+      case op_kind::tuple: return "a tuple node inside a graph";
     }
   }
   if (g.outputs.size() == 0) return "graph has no output";

@@ -29,9 +29,16 @@ enum class op : std::uint8_t {
   reshape, permute, broadcast, slice, concat, iota, numel, cast,
   // high-level ops with more than one primitive in their decomposition
   softmax, log_softmax, layer_norm, linear, mse_loss, cross_entropy,
+  // differentiation, expanded by passes/autodiff.hpp before fusion: detach(x) is x with no
+  // gradient; grad(loss, w) is d loss / d w; jvp(y, x, u) is the derivative of y along u at x;
+  // custom(y, x, rule, g) is y whose gradient with respect to x is `rule`, an expression of the
+  // cotangent marker g (the incoming gradient)
+  detach, grad, jvp, custom, cotangent,
+  // not a node: the root of kiln::outputs(a, b, ...), whose operands become the graph's outputs
+  tuple,
 };
 
-enum class op_kind : std::uint8_t { leaf, constant, unary, binary, ternary, reduce, matmul, shape, cast, composite };
+enum class op_kind : std::uint8_t { leaf, constant, unary, binary, ternary, reduce, matmul, shape, cast, composite, autodiff, tuple };
 
 struct op_info {
   std::string_view name;
@@ -64,8 +71,11 @@ inline constexpr op_info op_table[] = {
     {"numel", K::shape, 1},      {"cast", K::cast, 1},
     {"softmax", K::composite, 1}, {"log_softmax", K::composite, 1}, {"layer_norm", K::composite, 3},
     {"linear", K::composite, 3},  {"mse_loss", K::composite, 2},    {"cross_entropy", K::composite, 2},
+    {"detach", K::autodiff, 1},   {"grad", K::autodiff, 2},         {"jvp", K::autodiff, 3},
+    {"custom", K::autodiff, 4},   {"cotangent", K::autodiff, 0},
+    {"tuple", K::tuple, 0},
 };
-static_assert(sizeof(op_table) / sizeof(op_table[0]) == static_cast<int>(op::cross_entropy) + 1,
+static_assert(sizeof(op_table) / sizeof(op_table[0]) == static_cast<int>(op::tuple) + 1,
               "kiln: op_table needs one row per op, in enum order");
 }  // namespace detail
 

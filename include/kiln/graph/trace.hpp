@@ -4,7 +4,15 @@
 // evaluation, emitting operands before the nodes that use them (left to right) and numbering
 // leaves in that order: the leaf table's slots. Nothing recurses through the expression's
 // type, so the depth of an expression is limited only by constant-evaluation steps.
+//
+// A placeholder used several times is one node. So is a pure subtree (no bound tensors or
+// scalars) of 8 nodes or more used several times, recognised by its structural hash (64 bits,
+// record.hpp) and size: the loss under each of a model's grad nodes is traced once, so tracing
+// `grad(loss, wrt(w1 ... wn))` costs the loss once, not n times.
 #pragma once
+
+#include <bit>
+#include <cstdint>
 
 #include "../core/cvec.hpp"
 #include "../core/tensor.hpp"
@@ -20,64 +28,102 @@ constexpr bool same_placeholder(const node& a, const node& b) {
   return a.o == b.o && a.dt == b.dt && a.shape == b.shape && a.label() == b.label();
 }
 
-constexpr graph walk(const record& root) {
+/// Same node value given the same inputs (the attributes record::hash covers).
+constexpr bool same_node_value(const node& a, const node& b) {
+  return a.o == b.o && a.dt == b.dt && a.shape == b.shape && a.axes == b.axes && a.keepdim == b.keepdim &&
+         a.axis == b.axis && a.begin == b.begin && a.end == b.end && a.step == b.step && a.perm == b.perm &&
+         std::bit_cast<std::uint64_t>(a.value) == std::bit_cast<std::uint64_t>(b.value) && a.label() == b.label();
+}
+
+/// Subtrees smaller than this are emitted again at each use (CSE merges them later): looking
+/// them up would cost more than emitting them.
+inline constexpr index_t min_shared_tree = 8;
+
+constexpr graph walk(const record& top) {
   graph g;
-  g.nodes.reserve(static_cast<std::size_t>(root.tree_nodes));
+  g.nodes.reserve(static_cast<std::size_t>(top.tree_nodes));
   struct frame {
     const record* r;
     int next;
     std::array<int, 4> ids;
   };
   cvec<frame> stack;
-  stack.push_back({&root, 0, {}});
   // a placeholder type used several times is one node (same name, dtype and shape: same value)
   cvec<const node*> placeholder;
   cvec<int> placeholder_id;
+  // pure subtrees already emitted (see record::hash): a repeated one is emitted once
+  struct seen_tree {
+    std::uint64_t hash;
+    index_t size;
+    const node* n;
+    int id;
+  };
+  cvec<seen_tree> trees;
+  const auto emitted = [&](const record* r) {
+    if (r->n.o == op::input || r->n.o == op::param || r->n.o == op::cotangent) {
+      for (std::size_t p = 0; p < placeholder.size(); ++p)
+        if (same_placeholder(*placeholder[p], r->n)) return placeholder_id[p];
+    } else if (r->pure && r->tree_nodes >= min_shared_tree) {
+      for (const seen_tree& t : trees)
+        if (t.hash == r->hash && t.size == r->tree_nodes && same_node_value(*t.n, r->n)) return t.id;
+    }
+    return -1;
+  };
   int count = 0, leaves = 0;
-  while (!stack.empty()) {
-    frame& f = stack.back();
-    if (f.next < f.r->kids) {
-      const record* kid = f.r->kid[static_cast<std::size_t>(f.next)];
-      int seen = -1;
-      if (kid->n.o == op::input || kid->n.o == op::param)
-        for (std::size_t p = 0; p < placeholder.size() && seen < 0; ++p)
-          if (same_placeholder(*placeholder[p], kid->n)) seen = placeholder_id[p];
-      if (seen >= 0) {
-        f.ids[static_cast<std::size_t>(f.next++)] = seen;
-        continue;
-      }
-      stack.push_back({kid, 0, {}});
+  // a tuple (kiln::outputs) is not a node: each of its operands is an output of the graph
+  const bool tuple = top.n.o == op::tuple;
+  const int roots = tuple ? top.kids : 1;
+  for (int root = 0; root < roots; ++root) {
+    const record* r0 = tuple ? top.kid[root] : &top;
+    if (const int seen_root = emitted(r0); seen_root >= 0) {
+      g.outputs.push_back(seen_root);
       continue;
     }
-    node n = f.r->n;
-    for (int j = 0; j < f.r->kids; ++j) n.in[static_cast<std::size_t>(j)] = f.ids[static_cast<std::size_t>(j)];
-    if (kind_of(n.o) == op_kind::leaf) n.slot = leaves++;
-    g.nodes.push_back(n);
-    const int id = count++;
-    if (n.o == op::input || n.o == op::param) {
-      placeholder.push_back(&f.r->n);
-      placeholder_id.push_back(id);
+    stack.push_back({r0, 0, {}});
+    while (!stack.empty()) {
+      frame& f = stack.back();
+      if (f.next < f.r->kids) {
+        const record* kid = f.r->kid[f.next];
+        if (const int seen = emitted(kid); seen >= 0) {
+          f.ids[static_cast<std::size_t>(f.next++)] = seen;
+          continue;
+        }
+        stack.push_back({kid, 0, {}});
+        continue;
+      }
+      node n = f.r->n;
+      for (int j = 0; j < f.r->kids; ++j) n.in[static_cast<std::size_t>(j)] = f.ids[static_cast<std::size_t>(j)];
+      if (kind_of(n.o) == op_kind::leaf) n.slot = leaves++;
+      g.nodes.push_back(n);
+      const int id = count++;
+      if (n.o == op::input || n.o == op::param || n.o == op::cotangent) {  // one node per value
+        placeholder.push_back(&f.r->n);
+        placeholder_id.push_back(id);
+      } else if (f.r->pure && f.r->tree_nodes >= min_shared_tree) {
+        trees.push_back({f.r->hash, f.r->tree_nodes, &f.r->n, id});
+      }
+      stack.pop_back();
+      if (!stack.empty()) {
+        frame& parent = stack.back();
+        parent.ids[static_cast<std::size_t>(parent.next++)] = id;
+      }
     }
-    stack.pop_back();
-    if (!stack.empty()) {
-      frame& parent = stack.back();
-      parent.ids[static_cast<std::size_t>(parent.next++)] = id;
-    }
+    g.outputs.push_back(count - 1);
   }
-  g.outputs = {count - 1};
   g.leaves = leaves;
   return g;
 }
 }  // namespace detail
 
-/// The frozen graph of expression type E (one output: the expression's value).
+/// The frozen graph of expression type E: one output, the expression's value, or one per
+/// operand of kiln::outputs(...).
 template <class E>
 struct traced {
   static constexpr auto value = freeze([] { return detail::walk(record_of<E>::value); });
 };
 
 /// The graph of an expression, as a run-time value.
-template <expression E>
+template <traceable E>
 constexpr graph trace(const E&) {
   return traced<E>::value.thaw();
 }

@@ -70,6 +70,34 @@ struct builder {
     n.shape = permute_shape(at(x).shape, p, r).shape;
     return emit(with_inputs(n, x));
   }
+  /// Permutes x's axes: result axis i is x's axis p[i].
+  constexpr int permute(int x, axis_perm p) {
+    const int r = at(x).shape.rank;
+    std::int8_t q[max_rank]{};
+    for (int i = 0; i < r; ++i) q[i] = static_cast<std::int8_t>(p[i]);
+    node n = make(op::permute, at(x).dt, permute_shape(at(x).shape, q, r).shape);
+    n.perm = p;
+    return emit(with_inputs(n, x));
+  }
+  /// NumPy broadcast of x to `to` (a dyn extent of `to` keeps x's extent).
+  constexpr int broadcast_to(int x, const dims& to) {
+    if (at(x).shape == to) return x;
+    return emit(with_inputs(make(op::broadcast, at(x).dt, to), x));
+  }
+  /// [begin, end) by step along axis; begin and end already resolved (no negatives, no to_end).
+  constexpr int slice(int x, int axis, index_t begin, index_t end, index_t step) {
+    node n = with_inputs(make(op::slice, at(x).dt, slice_shape(at(x).shape, axis, begin, end, step).shape), x);
+    n.axis = axis;
+    n.begin = begin;
+    n.end = end;
+    n.step = step;
+    return emit(n);
+  }
+  constexpr int concat(int a, int b, int axis) {
+    node n = with_inputs(make(op::concat, at(a).dt, concat_shape(at(a).shape, at(b).shape, axis).shape), a, b);
+    n.axis = axis;
+    return emit(n);
+  }
   constexpr int cast(int x, dtype dt) {
     if (at(x).dt == dt) return x;
     return emit(with_inputs(make(op::cast, dt, at(x).shape), x));

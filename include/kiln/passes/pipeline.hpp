@@ -1,23 +1,32 @@
 // kiln/passes/pipeline.hpp: the passes in order, the plan type that holds their frozen result,
 // and explain().
 //
-//   trace -> decompose -> canonicalize -> fuse -> plan
+//   trace -> decompose -> canonicalize -> [differentiate -> canonicalize] -> fuse -> plan
+//
+// The bracketed stages run when the graph has grad, jvp or detach nodes.
 #pragma once
 
 #include "../graph/graph.hpp"
 #include "../graph/trace.hpp"
+#include "autodiff.hpp"
 #include "canonicalize.hpp"
 #include "decompose.hpp"
 #include "fuse.hpp"
+#include "partition.hpp"
 #include "plan.hpp"
 
 namespace kiln::passes {
 
-/// decompose -> canonicalize: the graph in primitives, simplified.
-constexpr graph to_primitives(const graph& g) { return canonicalize(decompose(g)); }
+/// decompose -> canonicalize (-> differentiate -> canonicalize): the graph in primitives,
+/// simplified, with its derivatives expanded.
+constexpr graph to_primitives(const graph& g) {
+  graph p = canonicalize(decompose(g));
+  if (has_autodiff(p)) p = canonicalize(differentiate(p));
+  return p;
+}
 
 /// The whole pipeline after trace.
-constexpr schedule compile(const graph& g) { return plan(fuse(to_primitives(g))); }
+constexpr schedule compile(const graph& g) { return plan(fuse(partition(to_primitives(g)))); }
 
 }  // namespace kiln::passes
 
@@ -52,12 +61,50 @@ struct prims_plan {
   });
 };
 
+/// The graph of E with its grad, jvp and detach nodes expanded (kiln's AOTAutograd), then
+/// canonicalised: forward and backward in one graph. Each stage is its own constant.
+template <class E>
+struct differentiated {
+  static constexpr auto graph = freeze([] { return passes::differentiate(prims_plan<E>::graph.thaw()); });
+};
+template <class E>
+struct joint_swept {
+  static constexpr auto graph = freeze([] { return passes::detail::sweep(differentiated<E>::graph.thaw()); });
+};
+template <class E>
+struct joint_plan {
+  static constexpr auto graph = freeze([] {
+    kiln::graph g = passes::remove_dead(joint_swept<E>::graph.thaw());
+    return passes::canonicalize(static_cast<kiln::graph&&>(g));
+  });
+};
+
+/// The final primitive graph of E: prims_plan, or joint_plan when E differentiates.
+template <class E>
+constexpr const auto& primitive_graph() {
+  if constexpr (passes::has_autodiff(prims_plan<E>::graph)) return joint_plan<E>::graph;
+  else return prims_plan<E>::graph;
+}
+
 /// The frozen plan of expression type E: its primitive graph, kernels and memory plan.
 template <class E>
 struct plan {
   static constexpr auto schedule =
-      passes::freeze_schedule([] { return passes::plan(passes::fuse(prims_plan<E>::graph.thaw())); });
+      passes::freeze_schedule([] { return passes::plan(passes::fuse(passes::partition(primitive_graph<E>().thaw()))); });
 };
+
+/// The graph the eager backend runs for E: as captured, or, when E differentiates, decomposed
+/// and differentiated without further simplification (the unfused reference).
+template <class E>
+struct eager_graph_of {
+  static constexpr auto graph =
+      freeze([] { return passes::remove_dead(passes::differentiate(decomposed<E>::graph.thaw())); });
+};
+template <class E>
+constexpr const auto& eager_graph() {
+  if constexpr (passes::has_autodiff(traced<E>::value)) return eager_graph_of<E>::graph;
+  else return traced<E>::value;
+}
 
 /// What the pipeline made of an expression, as torch._dynamo.explain reports it. Usable in
 /// static_assert. Byte counts are `fixed + per_dyn * N` for a dynamic extent N.
@@ -68,6 +115,11 @@ struct explanation {
   int buffers = 0;      ///< scratch buffers after reuse
   passes::bytes_t bytes_read{}, bytes_written{}, scratch{};
   passes::bytes_t unshared_scratch{};  ///< scratch if no buffer were reused
+  // with derivatives (grad, jvp): what the forward keeps for the backward
+  passes::bytes_t saved{};       ///< forward values written to memory for the backward
+  int saved_values = 0;
+  int recomputed_nodes = 0;      ///< forward nodes recomputed in backward kernels instead
+  passes::bytes_t tape_bytes{};  ///< what saving every forward value the backward reads would keep
 };
 
 template <class E>
@@ -88,11 +140,16 @@ constexpr explanation explain_type() {
   x.scratch = passes::scratch_bytes(s);
   for (std::size_t i = 0; i < s.g.nodes.size(); ++i)
     if (s.buffer_of[i] >= 0) x.unshared_scratch += passes::bytes_of(s.g.nodes[i].shape, s.g.nodes[i].dt);
+  const passes::saved_report r = passes::saved_for_backward(s);
+  x.saved = r.saved;
+  x.saved_values = r.saved_values;
+  x.recomputed_nodes = r.recomputed;
+  x.tape_bytes = passes::tape_bytes(primitive_graph<E>());
   return x;
 }
 
 /// explain(expr): node counts, kernels, bytes moved and scratch memory of expr's plan.
-template <expression E>
+template <traceable E>
 constexpr explanation explain(const E&) {
   return explain_type<E>();
 }

@@ -39,8 +39,13 @@ constexpr schedule plan(const fused_graph& f) {
       l = l > k ? l : k;
     }
   }
+  // outputs, and the values an output views (its buffer is the caller's, not scratch)
   cvec<char> is_output(n, 0);
-  for (int o : g.outputs) is_output[static_cast<std::size_t>(o)] = 1;
+  for (int o : g.outputs) {
+    is_output[static_cast<std::size_t>(o)] = 1;
+    while (is_view(g.nodes[static_cast<std::size_t>(o)].o)) o = g.nodes[static_cast<std::size_t>(o)].in[0];
+    is_output[static_cast<std::size_t>(o)] = 1;
+  }
   // the values each kernel writes to scratch, kernel by kernel (a counting sort)
   const std::size_t nk = f.kernels.size();
   cvec<int> start(nk + 1, 0), produced(n, 0);

@@ -1,0 +1,190 @@
+// kiln/graph/grad.hpp: differentiation and several outputs, at capture.
+//
+//   auto [gw, gb] = grad(loss, wrt(w, b));       // d loss / d w and d loss / d b
+//   auto g = grad(loss, w);                       // one placeholder
+//   auto d = jvp(y, tangent(x, u));               // forward mode: the derivative of y along u
+//   auto z = detach(y);                           // y, with no gradient through it
+//   auto c = custom_vjp(y, x, [](auto g) { return g * 2; });  // your own rule for d y / d x
+//   auto step = outputs(loss, gw, gb);            // one graph, one plan, three results
+//
+// These capture nodes (grad, jvp, detach) that the autodiff pass (passes/autodiff.hpp) expands
+// into primitives after decomposition; gradients are expressions like any other, so they can
+// be differentiated again (Hessian-vector products) or used in an update (w - lr * gw).
+// Gradients are taken with respect to placeholders (input, param): a bound tensor is a fresh
+// leaf at each use, so it has no identity to differentiate by.
+#pragma once
+
+#include <tuple>
+
+#include "expr.hpp"
+
+namespace kiln {
+
+namespace ex {
+
+template <class L, class W>
+struct grad : node_base<L, W> {
+  static constexpr dtype dt = W::dt;
+  static constexpr dims shape = W::shape;
+  static constexpr node make() { return detail::make_node(op::grad, dt, shape); }
+};
+
+template <class Y, class X, class U>
+struct jvp : node_base<Y, X, U> {
+  static constexpr dtype dt = Y::dt;
+  static constexpr dims shape = Y::shape;
+  static constexpr node make() { return detail::make_node(op::jvp, dt, shape); }
+};
+
+/// The incoming gradient inside a custom rule (a marker the autodiff pass replaces).
+template <dtype D, class S>
+struct cotangent : leaf_base<0, 0> {
+  static constexpr dtype dt = D;
+  static constexpr dims shape = S::value;
+  static constexpr node make() { return detail::make_node(op::cotangent, dt, shape); }
+};
+
+template <class Y, class X, class R, class G>
+struct custom : node_base<Y, X, R, G> {
+  static constexpr dtype dt = Y::dt;
+  static constexpr dims shape = Y::shape;
+  static constexpr node make() { return detail::make_node(op::custom, dt, shape); }
+};
+
+/// The root of kiln::outputs(...): not a node, and not an expression.
+template <class... K>
+struct tuple : outputs_base {
+  using kids = std::tuple<K...>;
+  static constexpr std::size_t tensor_leaves = (K::tensor_leaves + ... + 0);
+  static constexpr std::size_t scalar_leaves = (K::scalar_leaves + ... + 0);
+  leaf_data<tensor_leaves, scalar_leaves> data{};
+  static constexpr std::size_t size = sizeof...(K);
+  static constexpr node make() { return detail::make_node(op::tuple, dtype::f32, dims{}); }
+};
+
+}  // namespace ex
+
+namespace detail {
+template <class E>
+constexpr bool is_placeholder_expr() {
+  if constexpr (requires { E::make(); }) return E::make().o == op::input || E::make().o == op::param;
+  else return false;
+}
+template <class E>
+constexpr op op_of() {
+  if constexpr (requires { E::make(); }) return E::make().o;
+  else return op::constant;
+}
+/// Checks that W can be differentiated against (one error for each mistake).
+template <class W>
+constexpr bool check_wrt() {
+  constexpr bool placeholder = is_placeholder_expr<W>();
+  (void)error::grad_is_taken_with_respect_to_a_placeholder<op_of<W>(), placeholder>::value;
+  (void)error::integer_inputs_are_not_differentiable<W::dt, !placeholder || is_floating(W::dt)>::value;
+  return placeholder && is_floating(W::dt);
+}
+}  // namespace detail
+
+/// The placeholders to differentiate against: grad(loss, wrt(w1, b1, w2)).
+template <class... W>
+struct wrt_list {};
+template <expression... W>
+constexpr wrt_list<W...> wrt(const W&...) {
+  return {};
+}
+
+/// d loss / d w for a rank-0 loss and a floating-point placeholder w.
+template <tensor_operand L, expression W>
+constexpr auto grad(const L& loss, const W& w) {
+  using E = decltype(as_expr(loss));
+  constexpr bool scalar = E::shape.poisoned() || E::shape.rank == 0;
+  (void)error::grad_needs_a_scalar_loss<as_shape<E::shape>, scalar>::value;
+  constexpr bool ok = detail::check_wrt<W>();
+  if constexpr (!(scalar && ok)) return ex::invalid<W::dt>{};
+  else return ex::build<ex::grad<E, W>>(as_expr(loss), w);
+}
+
+/// The gradients of a rank-0 loss with respect to each placeholder, as a std::tuple (in the
+/// order given): `auto [gw, gb] = grad(loss, wrt(w, b));`.
+template <tensor_operand L, class... W>
+constexpr auto grad(const L& loss, wrt_list<W...>) {
+  return std::tuple{grad(loss, W{})...};
+}
+
+/// A direction for forward mode: input x moves along u (u has x's shape; it is cast to x's
+/// dtype).
+template <class X, class U>
+struct tangent_t {
+  U u;
+};
+template <expression X, tensor_operand U>
+constexpr auto tangent(const X&, const U& u) {
+  using EU = decltype(as_expr(u));
+  constexpr bool ok = X::shape.poisoned() || EU::shape.poisoned() || X::shape == EU::shape;
+  (void)error::tangent_shape_does_not_match<as_shape<X::shape>, as_shape<EU::shape>, ok>::value;
+  auto c = to_dtype<X::dt>(as_expr(u));
+  return tangent_t<X, decltype(c)>{c};
+}
+
+/// Forward mode: the directional derivative of y (any shape) when each tangent's input moves
+/// along its direction, summed over the tangents (a Jacobian-vector product).
+template <tensor_operand Y, class X, class U, class... More>
+constexpr auto jvp(const Y& y, const tangent_t<X, U>& t, const More&... more) {
+  using E = decltype(as_expr(y));
+  constexpr bool ok = detail::check_wrt<X>();
+  if constexpr (!ok) {
+    return ex::invalid<E::dt>{};
+  } else {
+    auto d = ex::build<ex::jvp<E, X, U>>(as_expr(y), X{}, t.u);
+    if constexpr (sizeof...(More) == 0) return d;
+    else return d + jvp(y, more...);
+  }
+}
+
+/// x, through which no derivative flows (torch.Tensor.detach, jax.lax.stop_gradient).
+template <tensor_operand X>
+constexpr auto detach(const X& x) {
+  using E = decltype(as_expr(x));
+  return ex::build<ex::unary<op::detach, E>>(as_expr(x));
+}
+
+/// y, with a gradient rule of your own with respect to x: the gradient that reaches x is
+/// rule(g), where g is the gradient arriving at y (shaped like y; the result is summed back to
+/// x's shape where it broadcasts). Nothing is differentiated through y itself. Forward mode
+/// (jvp) differentiates y as written. Like every kiln expression, the result is a tree: used
+/// twice, it is two nodes when it holds a bound tensor or a C++ scalar, and a rule that is not
+/// linear in g (clipping) then sees each use's gradient separately. Examples:
+///   custom_vjp(round_like(x), x, [](auto g) { return g; })                 // straight-through
+///   custom_vjp(x, x, [](auto g) { return min(max(g, -1.0f), 1.0f); })      // clip the gradient
+template <tensor_operand Y, expression X, class Rule>
+constexpr auto custom_vjp(const Y& y, const X& x, Rule rule) {
+  using EY = decltype(as_expr(y));
+  constexpr bool ok = detail::check_wrt<X>();
+  using G = ex::cotangent<EY::dt, as_shape<EY::shape>>;
+  (void)record_of<G>::value;
+  auto r = as_expr(rule(G{}));
+  using R = decltype(r);
+  constexpr bool shape_ok = R::shape.poisoned() || X::shape.poisoned() || broadcastable_to(X::shape, R::shape);
+  (void)error::custom_gradient_shape_does_not_match<as_shape<X::shape>, as_shape<R::shape>, shape_ok>::value;
+  if constexpr (!(ok && shape_ok)) {
+    return ex::invalid<EY::dt>{};
+  } else {
+    auto rc = to_dtype<X::dt>(r);
+    return ex::build<ex::custom<EY, X, decltype(rc), G>>(as_expr(y), x, rc, G{});
+  }
+}
+
+/// Several expressions traced into one graph and compiled into one plan, with one output each
+/// (in order): outputs(loss, grads...) is one training step's value and gradients.
+template <tensor_operand... E>
+constexpr auto outputs(const E&... e) {
+  using T = ex::tuple<decltype(as_expr(e))...>;
+  return ex::build<T>(as_expr(e)...);
+}
+/// outputs(loss, std::tuple{grads...}): the tuple's members become outputs after loss.
+template <tensor_operand L, class... G>
+constexpr auto outputs(const L& loss, const std::tuple<G...>& grads) {
+  return std::apply([&](const auto&... g) { return outputs(loss, g...); }, grads);
+}
+
+}  // namespace kiln

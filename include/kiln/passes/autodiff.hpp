@@ -1,0 +1,500 @@
+// kiln/passes/autodiff.hpp: kiln's AOTAutograd. Expands the differentiation nodes of a
+// primitive graph (grad, jvp, detach) into primitives, so that the forward and the backward
+// computation are one graph that the later passes simplify, fuse and plan together.
+//
+//   grad(loss, w)   reverse mode: one backward sweep from a rank-0 loss, shared by every
+//                   grad node of the same loss, seeded with 1; adjoints of broadcast operands
+//                   are summed back to the operand's shape.
+//   jvp(y, x, u)    forward mode: the tangent of y when x moves along u.
+//   detach(x)       x, through which no derivative flows.
+//   custom(y, x, r, g)  y, whose reverse-mode derivative with respect to x is the rule r with
+//                   the incoming gradient in place of the marker g (forward mode
+//                   differentiates y as written).
+//
+// The rules are one table (below): the elementwise derivative of each unary primitive, the two
+// partial derivatives of each binary primitive, and the structural rules of where, reductions,
+// matmul and the shape ops, each written in primitives. Reverse and forward mode share the
+// elementwise factors. The emitted nodes are ordinary primitives, so they are differentiable in
+// turn: gradients of gradients (Hessian-vector products) need nothing more.
+//
+// Integer and bool values carry no derivative, and neither do comparisons, iota and numel.
+// Conventions at kinks: abs'(0) = 0; max/min of two tensors split a tie evenly (torch.maximum);
+// max/min against a constant or a C++ scalar (relu's 0, a clamp bound) passes the gradient only
+// where strictly greater (smaller): relu'(0) = 0, as in PyTorch; amax/amin share the gradient
+// evenly among the tied maxima (torch.amax). None depends on which inputs are differentiated.
+#pragma once
+
+#include <numbers>
+#include <stdexcept>
+#include <string>
+
+#include "../core/cvec.hpp"
+#include "../core/shape_rules.hpp"
+#include "../graph/graph.hpp"
+#include "builder.hpp"
+
+namespace kiln::passes {
+
+/// Whether a graph has nodes the autodiff pass expands (grad, jvp, detach).
+template <class G>
+constexpr bool has_autodiff(const G& g) {
+  for (const node& n : g.nodes)
+    if (kind_of(n.o) == op_kind::autodiff) return true;
+  return false;
+}
+
+namespace detail {
+
+/// A differentiation rule met something it cannot express. In constant evaluation, reaching
+/// this call fails the evaluation and the compiler points here, with the reason in the note.
+inline void autodiff_unsupported(const char* what) { throw std::logic_error(std::string("kiln: autodiff: ") + what); }
+
+struct differ {
+  builder& b;
+
+  // Nodes are copied out of the graph before emitting: emitting may move the node array.
+  constexpr node at(int i) const { return b.at(i); }
+  constexpr int c(double v, dtype dt) { return b.constant(v, dt); }
+
+  static constexpr bool carries_derivative(const node& n) {
+    return is_floating(n.dt) && !is_comparison(n.o) && n.o != op::iota && n.o != op::numel && n.o != op::detach &&
+           n.o != op::constant && n.o != op::scalar && n.o != op::bound;
+  }
+
+  /// Whether node i is a constant or a C++ scalar (through views and casts): the other side of
+  /// relu's max(x, 0) or a clamp.
+  constexpr bool is_constant(int i) const {
+    for (;;) {
+      const node x = at(i);
+      if (x.o == op::constant || x.o == op::scalar) return true;
+      if (x.o != op::reshape && x.o != op::broadcast && x.o != op::cast) return false;
+      i = x.in[0];
+    }
+  }
+
+  static constexpr bool is_static(const dims& s) {
+    for (int i = 0; i < s.rank; ++i)
+      if (s.e[i] == dyn) return false;
+    return true;
+  }
+
+  /// Zeros shaped like `like`, except `extent` along `axis` (axis < 0: exactly like's shape).
+  constexpr int zeros(int like, int axis = -1, index_t extent = 0) {
+    const node x = at(like);
+    dims s = x.shape;
+    if (axis >= 0) s.e[axis] = extent;
+    const int zero = c(0, x.dt);
+    if (s.rank == 0) return zero;
+    if (is_static(s)) return b.broadcast_to(zero, s);
+    // dyn extents exist only at run time: take them from `like` (a one-element slice of the
+    // axis, so nothing is read in bulk), then broadcast along the axis
+    int src = like;
+    if (axis >= 0) src = b.slice(like, axis, 0, 1, 1);
+    const int z = b.where(b.binary(op::eq, src, src), zero, zero);  // 0 even where like is NaN
+    return b.broadcast_to(z, s);
+  }
+
+  /// Sums x down to shape `to`, undoing broadcasting (leading axes, then extent-1 axes).
+  constexpr int reduce_to(int x, const dims& to) {
+    const int lead = at(x).shape.rank - to.rank;
+    if (lead > 0) x = b.reduce(op::sum, x, (1u << lead) - 1u, false);
+    std::uint32_t mask = 0;
+    const dims s = at(x).shape;
+    for (int i = 0; i < to.rank; ++i)
+      if (to.e[i] == 1 && s.e[i] != 1) mask |= 1u << i;
+    if (mask) x = b.reduce(op::sum, x, mask, true);
+    // static where `to` is dyn (or the reverse): a broadcast to the same extents relabels it
+    if (!(at(x).shape == to)) x = b.broadcast_to(x, to);
+    return x;
+  }
+
+  /// x broadcast to shape `to` (where an operand was broadcast in the forward op).
+  constexpr int expand_to(int x, const dims& to) { return at(x).shape == to ? x : b.broadcast_to(x, to); }
+
+  /// A reduction's output-shaped value v, reshaped to keep the reduced axes (extent 1).
+  constexpr int keep(int v, const node& red) {
+    if (red.keepdim) return v;
+    const dims k = reduce_shape(at(red.in[0]).shape, red.axes, true).shape;
+    int dyns = 0;
+    for (int i = 0; i < k.rank; ++i) dyns += k.e[i] == dyn;
+    if (dyns > 1) autodiff_unsupported("the derivative of a reduction without keepdim over a shape with two dyn extents");
+    return b.reshape(v, k);
+  }
+
+  // ---- the table --------------------------------------------------------------------------
+
+  /// Special factors, so that multiplying by them emits nothing.
+  static constexpr int one = -2, minus_one = -3;
+
+  /// dy/dx of a unary primitive y = f(x), elementwise, as a node (or one/minus_one).
+  constexpr int unary_factor(int i) {
+    const node y = at(i);
+    const int x = y.in[0];
+    const dtype t = y.dt;
+    switch (y.o) {
+      case op::neg: return minus_one;
+      case op::abs:  // sign(x), 0 at 0
+        return b.where(b.binary(op::gt, x, c(0, t)), c(1, t), b.where(b.binary(op::lt, x, c(0, t)), c(-1, t), c(0, t)));
+      case op::exp: return i;
+      case op::log: return b.unary(op::reciprocal, x);
+      case op::sqrt: return b.div(c(0.5, t), i);
+      case op::rsqrt: return b.mul(c(-0.5, t), b.div(i, x));  // -x^(-3/2) / 2
+      case op::reciprocal: return b.unary(op::neg, b.mul(i, i));
+      case op::tanh: return b.sub(c(1, t), b.mul(i, i));
+      case op::sin: return b.unary(op::cos, x);
+      case op::cos: return b.unary(op::neg, b.unary(op::sin, x));
+      case op::erf:
+        return b.mul(c(2 * std::numbers::inv_sqrtpi, t), b.unary(op::exp, b.unary(op::neg, b.mul(x, x))));
+      case op::cast: return one;  // handled by its own rule; the factor is 1
+      default: autodiff_unsupported("a unary op without a derivative rule"); return one;
+    }
+  }
+
+  /// dy/da and dy/db of a binary primitive y = f(a, b); `active` says which operands carry a
+  /// derivative (a factor is only built for those).
+  constexpr void binary_factors(int i, const bool* active, int* f) {
+    const node y = at(i);
+    const int a = y.in[0], bb = y.in[1];
+    const dtype t = y.dt;
+    f[0] = f[1] = -1;
+    auto as_float = [&](int mask) { return b.cast(mask, t); };
+    switch (y.o) {
+      case op::add: f[0] = one; f[1] = one; return;
+      case op::sub: f[0] = one; f[1] = minus_one; return;
+      case op::mul: f[0] = bb; f[1] = a; return;
+      case op::div:
+        if (active[0]) f[0] = b.unary(op::reciprocal, bb);
+        if (active[1]) f[1] = b.unary(op::neg, b.div(i, bb));  // -a / b^2 = -y / b
+        return;
+      case op::max:
+      case op::min: {
+        const op wins = y.o == op::max ? op::gt : op::lt, loses = y.o == op::max ? op::lt : op::gt;
+        if (is_constant(bb)) {  // relu, clamp: strictly wins; read from y, which is kept anyway
+          f[0] = as_float(b.binary(wins, i, bb));
+        } else if (is_constant(a)) {
+          f[1] = as_float(b.binary(wins, i, a));
+        } else {  // ties split evenly, whichever operands the caller differentiates
+          const int half_tie = b.mul(as_float(b.binary(op::eq, a, bb)), c(0.5, t));
+          if (active[0]) f[0] = b.add(as_float(b.binary(wins, a, bb)), half_tie);
+          if (active[1]) f[1] = b.add(as_float(b.binary(loses, a, bb)), half_tie);
+        }
+        return;
+      }
+      case op::pow:  // d/da = b a^(b-1); d/db = y log a (0 where a = 0, as in PyTorch)
+        if (active[0]) f[0] = b.mul(bb, b.binary(op::pow, a, b.sub(bb, c(1, t))));
+        if (active[1])
+          f[1] = b.where(b.binary(op::eq, a, c(0, t)), c(0, t), b.mul(i, b.unary(op::log, a)));
+        return;
+      default: autodiff_unsupported("a binary op without a derivative rule"); return;
+    }
+  }
+
+  /// v * factor, where factor may be one or minus_one.
+  constexpr int scale(int v, int factor) {
+    if (factor == one) return v;
+    if (factor == minus_one) return b.unary(op::neg, v);
+    return b.mul(v, factor);
+  }
+
+  /// Reverse mode: the contribution of node i's adjoint g to each input's adjoint (-1: none),
+  /// already summed to the input's shape.
+  constexpr void vjp(int i, int g, const bool* active, int* out) {
+    const node y = at(i);
+    for (int j = 0; j < 4; ++j) out[j] = -1;
+    const auto in_shape = [&](int j) { return at(y.in[j]).shape; };
+    switch (kind_of(y.o)) {
+      case op_kind::unary: out[0] = scale(g, unary_factor(i)); return;
+      case op_kind::cast: out[0] = b.cast(g, at(y.in[0]).dt); return;
+      case op_kind::binary: {
+        int f[2];
+        binary_factors(i, active, f);
+        for (int j = 0; j < 2; ++j)
+          if (active[j]) out[j] = reduce_to(scale(g, f[j]), in_shape(j));
+        return;
+      }
+      case op_kind::ternary: {
+        const int zero = c(0, y.dt);
+        if (active[1]) out[1] = reduce_to(b.where(y.in[0], g, zero), in_shape(1));
+        if (active[2]) out[2] = reduce_to(b.where(y.in[0], zero, g), in_shape(2));
+        return;
+      }
+      case op_kind::reduce: {
+        const int gk = keep(g, y);
+        if (y.o == op::sum) {
+          out[0] = b.broadcast_to(gk, in_shape(0));
+        } else {  // amax, amin: shared evenly among the elements equal to the result
+          const int mask = b.binary(op::eq, y.in[0], keep(i, y));
+          const int count = b.reduce(op::sum, b.cast(mask, y.dt), y.axes, true);
+          out[0] = b.where(mask, b.div(gk, count), c(0, y.dt));
+        }
+        return;
+      }
+      case op_kind::matmul:
+        if (active[0]) out[0] = reduce_to(b.matmul(g, b.transpose(y.in[1])), in_shape(0));
+        if (active[1]) out[1] = reduce_to(b.matmul(b.transpose(y.in[0]), g), in_shape(1));
+        return;
+      case op_kind::shape: shape_vjp(y, g, active, out); return;
+      case op_kind::autodiff:
+        if (y.o == op::custom && active[1]) out[1] = reduce_to(substitute(y.in[2], y.in[3], g), in_shape(1));
+        return;
+      default: autodiff_unsupported("an op without a derivative rule"); return;
+    }
+  }
+
+  constexpr void shape_vjp(const node& y, int g, const bool* active, int* out) {
+    const dims in0 = at(y.in[0]).shape;
+    switch (y.o) {
+      case op::reshape: {
+        int dyns = 0;
+        for (int i = 0; i < in0.rank; ++i) dyns += in0.e[i] == dyn;
+        if (dyns > 1) autodiff_unsupported("the derivative of a reshape from a shape with two dyn extents");
+        out[0] = b.reshape(g, in0);
+        return;
+      }
+      case op::permute: {
+        axis_perm inv{};
+        for (int k = 0; k < y.shape.rank; ++k) inv.set(y.perm[k], k);
+        out[0] = b.permute(g, inv);
+        return;
+      }
+      case op::broadcast: out[0] = reduce_to(g, in0); return;
+      case op::slice: out[0] = slice_vjp(y, g); return;
+      case op::concat: {
+        const index_t na = in0.e[y.axis];
+        if (na == dyn) autodiff_unsupported("the derivative of a concat whose first operand has a dyn extent on its axis");
+        if (active[0]) out[0] = b.slice(g, y.axis, 0, na, 1);
+        if (active[1]) out[1] = b.slice(g, y.axis, na, to_end, 1);
+        return;
+      }
+      default: return;  // iota, numel: no derivative
+    }
+  }
+
+  /// The adjoint of a slice's input: g scattered back into zeros.
+  constexpr int slice_vjp(const node& y, int g) {
+    const int axis = y.axis;
+    const index_t n = at(y.in[0]).shape.e[axis];
+    if (n == dyn) autodiff_unsupported("the derivative of a slice along a dyn axis");
+    const slice_bounds r = resolve_slice(n, y.begin, y.end, y.step);
+    const index_t count = at(g).shape.e[axis];
+    if (count == 0) return zeros(y.in[0]);
+    int body = g;
+    index_t span = count;
+    if (y.step > 1) {  // interleave step-1 zeros after each element: [.., count, 1, ..] ++ zeros
+      const dims gs = at(g).shape;
+      dims split{};
+      split.rank = gs.rank + 1;
+      for (int i = 0, k = 0; i < gs.rank; ++i) {
+        split.e[k++] = gs.e[i];
+        if (i == axis) split.e[k++] = 1;
+      }
+      int dyns = 0;
+      for (int i = 0; i < gs.rank; ++i) dyns += gs.e[i] == dyn;
+      if (dyns > 1) autodiff_unsupported("the derivative of a strided slice of a shape with two dyn extents");
+      const int g1 = b.reshape(g, split);
+      body = b.concat(g1, zeros(g1, axis + 1, y.step - 1), axis + 1);
+      dims joined = gs;
+      joined.e[axis] = count * y.step;
+      body = b.reshape(body, joined);
+      span = count * y.step;
+      if (r.begin + span > n) {
+        span = n - r.begin;
+        body = b.slice(body, axis, 0, span, 1);
+      }
+    }
+    if (r.begin > 0) body = b.concat(zeros(body, axis, r.begin), body, axis);
+    if (n - r.begin - span > 0) body = b.concat(body, zeros(body, axis, n - r.begin - span), axis);
+    return body;
+  }
+
+  /// Forward mode: the tangent of node i from its inputs' tangents t (-1: zero tangent).
+  constexpr int jvp(int i, const int* t) {
+    const node y = at(i);
+    bool active[4]{};
+    for (int j = 0; j < y.nin(); ++j) active[j] = t[j] >= 0;
+    switch (kind_of(y.o)) {
+      case op_kind::unary: return scale(t[0], unary_factor(i));
+      case op_kind::cast: return b.cast(t[0], y.dt);
+      case op_kind::binary: {
+        int f[2];
+        binary_factors(i, active, f);
+        int sum = -1;
+        for (int j = 0; j < 2; ++j) {
+          if (!active[j]) continue;
+          const int term = expand_to(scale(t[j], f[j]), y.shape);
+          sum = sum < 0 ? term : b.add(sum, term);
+        }
+        return sum;
+      }
+      case op_kind::ternary: {
+        const int zero = c(0, y.dt);
+        return expand_to(b.where(y.in[0], active[1] ? t[1] : zero, active[2] ? t[2] : zero), y.shape);
+      }
+      case op_kind::reduce: {
+        if (y.o == op::sum) return b.reduce(op::sum, t[0], y.axes, y.keepdim);
+        const int mask = b.binary(op::eq, y.in[0], keep(i, y));
+        const int picked = b.reduce(op::sum, b.where(mask, t[0], c(0, y.dt)), y.axes, y.keepdim);
+        return b.div(picked, b.reduce(op::sum, b.cast(mask, y.dt), y.axes, y.keepdim));
+      }
+      case op_kind::matmul: {
+        int sum = -1;
+        if (active[0]) sum = b.matmul(t[0], y.in[1]);
+        if (active[1]) {
+          const int term = b.matmul(y.in[0], t[1]);
+          sum = sum < 0 ? term : b.add(sum, term);
+        }
+        return expand_to(sum, y.shape);
+      }
+      case op_kind::shape: {
+        if (y.o == op::iota || y.o == op::numel) return -1;
+        node n = y;  // the same view of the tangent
+        for (int j = 0; j < y.nin(); ++j) n.in[j] = active[j] ? t[j] : zeros(y.in[j]);
+        return b.emit(n);
+      }
+      case op_kind::autodiff:  // custom: forward mode differentiates its value as written
+        if (y.o == op::custom) return t[0];
+        return -1;
+      default: autodiff_unsupported("an op without a derivative rule"); return -1;
+    }
+  }
+
+  /// A copy of the part of value r that depends on `marker`, with `marker` replaced by v (a
+  /// custom rule applied to an incoming gradient).
+  constexpr int substitute(int r, int marker, int v) {
+    if (r < marker) return r;
+    cvec<int> m(static_cast<std::size_t>(r - marker) + 1, -1);
+    m[0] = v;
+    for (int k = marker + 1; k <= r; ++k) {
+      node n = at(k);
+      bool dep = false;
+      for (int j = 0; j < n.nin(); ++j)
+        if (n.in[j] >= marker && m[static_cast<std::size_t>(n.in[j] - marker)] >= 0) {
+          n.in[j] = m[static_cast<std::size_t>(n.in[j] - marker)];
+          dep = true;
+        }
+      if (dep) m[static_cast<std::size_t>(k - marker)] = b.emit(n);
+    }
+    const int out = m[static_cast<std::size_t>(r - marker)];
+    return out >= 0 ? out : r;
+  }
+
+  // ---- the sweeps ---------------------------------------------------------------------------
+
+  /// Which nodes up to `last` depend on one of `seeds` through ops that carry a derivative.
+  constexpr cvec<char> depends(int last, const int* seeds, int count) {
+    cvec<char> active(static_cast<std::size_t>(last) + 1, 0);
+    for (int s = 0; s < count; ++s)
+      if (seeds[s] <= last && is_floating(at(seeds[s]).dt)) active[static_cast<std::size_t>(seeds[s])] = 1;
+    for (int i = 0; i <= last; ++i) {
+      if (active[static_cast<std::size_t>(i)]) continue;
+      const node x = at(i);
+      if (!carries_derivative(x)) continue;
+      if (x.o == op::custom) {  // its rule gives the derivative with respect to x only
+        active[static_cast<std::size_t>(i)] = active[static_cast<std::size_t>(x.in[1])];
+        continue;
+      }
+      for (int j = 0; j < x.nin(); ++j) active[static_cast<std::size_t>(i)] |= active[static_cast<std::size_t>(x.in[j])];
+    }
+    return active;
+  }
+
+  /// Reverse mode: d loss / d target for each target, in one backward sweep.
+  constexpr cvec<int> backward(int loss, const cvec<int>& targets) {
+    const cvec<char> active = depends(loss, targets.data(), static_cast<int>(targets.size()));
+    cvec<int> adj(static_cast<std::size_t>(loss) + 1, -1);
+    if (active[static_cast<std::size_t>(loss)]) adj[static_cast<std::size_t>(loss)] = c(1, at(loss).dt);
+    for (int i = loss; i >= 0; --i) {
+      const int g = adj[static_cast<std::size_t>(i)];
+      const node x = at(i);
+      if (g < 0 || x.nin() == 0) continue;
+      bool in_active[4]{};
+      for (int j = 0; j < x.nin(); ++j) in_active[j] = active[static_cast<std::size_t>(x.in[j])] != 0;
+      int contrib[4];
+      vjp(i, g, in_active, contrib);
+      for (int j = 0; j < x.nin(); ++j) {
+        if (contrib[j] < 0 || !in_active[j]) continue;
+        int& a = adj[static_cast<std::size_t>(x.in[j])];
+        a = a < 0 ? contrib[j] : b.add(a, contrib[j]);
+      }
+    }
+    cvec<int> out;
+    for (int t : targets) out.push_back(t <= loss && adj[static_cast<std::size_t>(t)] >= 0 ? adj[static_cast<std::size_t>(t)] : zeros(t));
+    return out;
+  }
+
+  /// Forward mode: the tangent of y when x moves along u.
+  constexpr int forward(int y, int x, int u) {
+    if (x > y || !is_floating(at(x).dt)) return zeros(y);
+    const cvec<char> active = depends(y, &x, 1);
+    cvec<int> tan(static_cast<std::size_t>(y) + 1, -1);
+    tan[static_cast<std::size_t>(x)] = u;
+    for (int i = x + 1; i <= y; ++i) {
+      if (!active[static_cast<std::size_t>(i)]) continue;
+      const node n = at(i);
+      int t[4]{-1, -1, -1, -1};
+      for (int j = 0; j < n.nin(); ++j) t[j] = tan[static_cast<std::size_t>(n.in[j])];
+      tan[static_cast<std::size_t>(i)] = jvp(i, t);
+    }
+    const int r = tan[static_cast<std::size_t>(y)];
+    return r >= 0 ? r : zeros(y);
+  }
+};
+
+}  // namespace detail
+
+/// The autodiff pass: the same graph with grad, jvp and detach nodes replaced by primitives.
+/// Runs on a primitive graph (after decompose), before canonicalisation, fusion and planning.
+constexpr graph differentiate(const graph& g) {
+  builder b;
+  b.g.leaves = g.leaves;
+  b.g.nodes.reserve(g.nodes.size() * 3);
+  detail::differ d{b};
+  const std::size_t n = g.nodes.size();
+  cvec<int> to(n, -1);
+  for (std::size_t i = 0; i < n; ++i) {
+    node x = g.nodes[i];
+    if (to[i] >= 0) continue;  // a grad node already expanded with its group
+    for (int j = 0; j < x.nin(); ++j) x.in[j] = to[static_cast<std::size_t>(x.in[j])];
+    const std::size_t first = b.g.nodes.size();
+    switch (x.o) {
+      case op::detach:
+      case op::custom: to[i] = b.emit(x); break;  // kept until every sweep has seen them
+      case op::jvp: to[i] = d.forward(x.in[0], x.in[1], x.in[2]); break;
+      case op::grad: {
+        // every grad node of the same loss whose target exists by now: one backward sweep
+        cvec<std::size_t> group;
+        cvec<int> targets;
+        for (std::size_t k = i; k < n; ++k) {
+          const node& y = g.nodes[k];
+          if (y.o != op::grad || y.in[0] != g.nodes[i].in[0] || to[k] >= 0) continue;
+          const int t = to[static_cast<std::size_t>(y.in[1])];
+          if (t < 0) continue;
+          group.push_back(k);
+          targets.push_back(t);
+        }
+        const cvec<int> grads = d.backward(x.in[0], targets);
+        for (std::size_t k = 0; k < group.size(); ++k) to[group[k]] = grads[k];
+        break;
+      }
+      default: to[i] = b.emit(x); break;
+    }
+    if (kind_of(x.o) == op_kind::autodiff)  // what a sweep emitted is the derivative's side
+      for (std::size_t k = first; k < b.g.nodes.size(); ++k) b.g.nodes[k].phase = 1;
+  }
+  for (int o : g.outputs) b.g.outputs.push_back(to[static_cast<std::size_t>(o)]);
+  // detach(x) and custom(y, ...) are x and y once no sweep is left to stop at them (a custom
+  // rule's own nodes are then dead, and later passes drop them)
+  graph r;
+  r.leaves = b.g.leaves;
+  r.nodes.reserve(b.g.nodes.size());
+  cvec<int> keep(b.g.nodes.size(), -1);
+  for (std::size_t i = 0; i < b.g.nodes.size(); ++i) {
+    node x = b.g.nodes[i];
+    for (int j = 0; j < x.nin(); ++j) x.in[j] = keep[static_cast<std::size_t>(x.in[j])];
+    keep[i] = x.o == op::detach || x.o == op::custom ? x.in[0] : r.add(x);
+  }
+  for (int o : b.g.outputs) r.outputs.push_back(keep[static_cast<std::size_t>(o)]);
+  return r;
+}
+
+}  // namespace kiln::passes
