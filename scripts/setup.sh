@@ -9,6 +9,8 @@ packages=(
   doctest-dev libbenchmark-dev                       # tests and benchmarks
   libclang-rt-14-dev libomp-14-dev                   # clang's sanitizer runtimes and OpenMP
   graphviz                                           # renders kiln DOT dumps (scripts/render-dot.sh)
+  zlib1g-dev                                         # gzip IDX files (kiln/io/idx_gzip.hpp), tests, fuzzing
+  dataset-fashion-mnist                              # the training example's data; test_io checks it
 )
 
 missing=()
@@ -27,4 +29,5 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
-$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+# wait for another apt-get (a parallel setup) instead of failing on the dpkg lock
+$SUDO apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=600 "${missing[@]}"

@@ -12,7 +12,7 @@ namespace kt {
 
 /// A placeholder name with an index: "u0", "u1", ...
 template <int I>
-inline constexpr char indexed_name[] = {'u', static_cast<char>('0' + I), 0};
+inline constexpr char indexed_name[3] = {'u', static_cast<char>('0' + I), 0};
 
 /// A plain copy of a tensor's values (f64), in row-major order.
 inline std::vector<double> values(const kiln::any_tensor& t) {

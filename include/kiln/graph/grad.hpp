@@ -75,13 +75,18 @@ constexpr op op_of() {
   if constexpr (requires { E::make(); }) return E::make().o;
   else return op::constant;
 }
-/// Checks that W can be differentiated against (one error for each mistake).
+/// Whether W can be differentiated against (a floating-point placeholder).
 template <class W>
-constexpr bool check_wrt() {
+constexpr bool wrt_ok() {
+  return is_placeholder_expr<W>() && is_floating(W::dt);
+}
+/// Reports why W cannot be differentiated against (one error for each mistake); returns
+/// wrt_ok<W>(). Callers take the verdict from wrt_ok, a constant even where this fails.
+template <class W>
+constexpr void check_wrt() {
   constexpr bool placeholder = is_placeholder_expr<W>();
   (void)error::grad_is_taken_with_respect_to_a_placeholder<op_of<W>(), placeholder>::value;
   (void)error::integer_inputs_are_not_differentiable<W::dt, !placeholder || is_floating(W::dt)>::value;
-  return placeholder && is_floating(W::dt);
 }
 }  // namespace detail
 
@@ -99,7 +104,8 @@ constexpr auto grad(const L& loss, const W& w) {
   using E = decltype(as_expr(loss));
   constexpr bool scalar = E::shape.poisoned() || E::shape.rank == 0;
   (void)error::grad_needs_a_scalar_loss<as_shape<E::shape>, scalar>::value;
-  constexpr bool ok = detail::check_wrt<W>();
+  detail::check_wrt<W>();
+  constexpr bool ok = detail::wrt_ok<W>();
   if constexpr (!(scalar && ok)) return ex::invalid<W::dt>{};
   else return ex::build<ex::grad<E, W>>(as_expr(loss), w);
 }
@@ -131,7 +137,8 @@ constexpr auto tangent(const X&, const U& u) {
 template <tensor_operand Y, class X, class U, class... More>
 constexpr auto jvp(const Y& y, const tangent_t<X, U>& t, const More&... more) {
   using E = decltype(as_expr(y));
-  constexpr bool ok = detail::check_wrt<X>();
+  detail::check_wrt<X>();
+  constexpr bool ok = detail::wrt_ok<X>();
   if constexpr (!ok) {
     return ex::invalid<E::dt>{};
   } else {
@@ -159,7 +166,8 @@ constexpr auto detach(const X& x) {
 template <tensor_operand Y, expression X, class Rule>
 constexpr auto custom_vjp(const Y& y, const X& x, Rule rule) {
   using EY = decltype(as_expr(y));
-  constexpr bool ok = detail::check_wrt<X>();
+  detail::check_wrt<X>();
+  constexpr bool ok = detail::wrt_ok<X>();
   using G = ex::cotangent<EY::dt, as_shape<EY::shape>>;
   (void)record_of<G>::value;
   auto r = as_expr(rule(G{}));

@@ -1,0 +1,57 @@
+// bench/cpu_simd.hpp: the pieces of the hand-written loops (cpu_hand.cpp) and of the OpenBLAS
+// epilogues (peers_blas.cpp): xsimd batches of the widest instruction set the compiler targets
+// (-march=native), and a split of [0, n) over OpenMP threads. GCC does not vectorise a loop
+// that calls std::erf or std::exp without -ffast-math; xsimd's erf and exp are vectorised and
+// accurate to a few ulp, so these loops stay within the f32 tolerances of the comparison.
+#pragma once
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <xsimd/xsimd.hpp>
+
+#include "cpu_common.hpp"
+
+namespace kb {
+
+using batch = xsimd::batch<float>;
+inline constexpr i64 lanes = static_cast<i64>(batch::size);
+
+inline batch gelu(batch z) {
+  return batch(0.5f) * z * (batch(1.0f) + xsimd::erf(z * batch(0.70710678118654752f)));
+}
+inline float gelu(float z) { return 0.5f * z * (1.0f + std::erf(z * 0.70710678118654752f)); }
+
+/// Runs f(begin, end) over [0, n) in tasks of `chunk` (a multiple of the batch width, so
+/// tasks start on whole batches), handed out to `threads` OpenMP threads as they come free.
+/// Tasks rather than one contiguous share per thread: when another process preempts one of
+/// the two threads, the other takes the remaining tasks instead of waiting a time slice (4 ms).
+template <class F>
+void parallel_chunks(i64 n, i64 chunk, int threads, F&& f) {
+  const i64 tasks = (n + chunk - 1) / chunk;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+  for (i64 t = 0; t < tasks; ++t) f(t * chunk, std::min(n, (t + 1) * chunk));
+}
+
+/// About 256 KiB of floats per task: long enough for the prefetchers, short enough to balance.
+inline constexpr i64 task_floats = i64(1) << 16;
+/// Rows per task for rows of n floats.
+inline i64 task_rows(i64 n) { return std::max<i64>(1, task_floats / std::max<i64>(n, 1)); }
+
+/// y[i, j] = act(y[i, j] + bias[j]) over an [m, n] row-major matrix: the separate epilogue
+/// pass that a BLAS user writes after sgemm.
+template <class Act, class ActScalar>
+void bias_act_rows(float* y, const float* bias, i64 m, i64 n, int threads, Act act, ActScalar act1) {
+  parallel_chunks(m, task_rows(n), threads, [&](i64 r0, i64 r1) {
+    const i64 nv = n - n % lanes;
+    for (i64 r = r0; r < r1; ++r) {
+      float* row = y + r * n;
+      for (i64 j = 0; j < nv; j += lanes)
+        act(batch::load_unaligned(row + j) + batch::load_unaligned(bias + j)).store_unaligned(row + j);
+      for (i64 j = nv; j < n; ++j) row[j] = act1(row[j] + bias[j]);
+    }
+  });
+}
+
+}  // namespace kb

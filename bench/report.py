@@ -1,0 +1,264 @@
+#!/usr/bin/env python3
+"""Turns a benchmark suite's Google Benchmark JSON into kiln's result files.
+
+    bench/report.py --suite cpu --raw build-bench/bench/cpu-raw.json --out bench/results
+
+Writes <out>/<suite>.json (a JSON array, one object per workload and implementation),
+<out>/<suite>.md (the Markdown table with the run's context) and <out>/<suite>.png (bar chart of
+each row's fraction of the physical limit), and prints the Markdown.
+
+What a suite's binary must emit (bench_cpu does; later suites such as autodiff and train reuse
+this script unchanged): benchmarks named "<workload>/<impl>[/...]", run with repetitions (not
+aggregates only), with the counters `amount` (bytes one run must move, or flops it must do),
+`threads` and, for implementations, `rel_error` (against kiln's eager backend) and `tolerance`
+(the largest rel_error that passes; rows above it are marked and listed), and the rate unit
+("GB/s" or "GFLOP/s") as the label. Limits are benchmarks whose workload starts with "limit_":
+memory rows (their median rate) are divided by the best stream rate of the run (the best
+repetition of copy or triad, over every time they were measured: "limit_stream/copy@start"
+...), flop rows by the best repetition of the FMA-peak loop ("limit_flops/fma@...").
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+
+IMPL_ORDER = ["kiln", "kiln-eager", "hand-fused", "eigen", "xtensor", "libtorch", "openblas"]
+# The reference of the "vs" column: kiln when it was measured, else the roofline loop, else BLAS.
+REF_ORDER = ["kiln", "hand-fused", "openblas"]
+UNIT_SCALE = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+NOT_FINITE = 1e30  # what the binaries report for a NaN or infinite error
+
+
+def load_runs(path):
+    with open(path) as f:
+        data = json.load(f)
+    groups, errors = {}, {}
+    for b in data["benchmarks"]:
+        if b.get("error_occurred"):
+            errors["/".join(b["run_name"].split("/")[:2])] = b.get("error_message", "")
+            continue
+        if b.get("run_type") != "iteration":
+            continue
+        parts = b["run_name"].split("/")
+        key = (parts[0], parts[1])
+        g = groups.setdefault(key, {"seconds": [], "bench": b})
+        g["seconds"].append(b["real_time"] * UNIT_SCALE[b["time_unit"]])
+    return data.get("context", {}), groups, errors
+
+
+def summarise(ctx, groups):
+    limits, rows = {}, []
+    for (workload, impl), g in groups.items():
+        b, secs = g["bench"], g["seconds"]
+        med = statistics.median(secs)
+        rate = b["amount"] / med / 1e9
+        entry = {
+            "workload": workload,
+            "impl": impl,
+            "seconds": med,
+            "min_seconds": min(secs),
+            "max_seconds": max(secs),
+            "repetitions": len(secs),
+            "rate": rate,
+            "rate_unit": b.get("label", ""),
+            "threads": int(b.get("threads", 0)),
+        }
+        if workload.startswith("limit_"):
+            # a limit is what the machine can do: its best repetition (STREAM reports the best too)
+            entry["best_rate"] = b["amount"] / min(secs) / 1e9
+            limits[f"{workload}/{impl}"] = entry
+        else:
+            err = b.get("rel_error")
+            entry["rel_error"] = None if err is None or err >= NOT_FINITE else err
+            tol = b.get("tolerance")
+            if tol is not None:
+                entry["tolerance"] = tol
+                entry["within_tolerance"] = entry["rel_error"] is not None and entry["rel_error"] <= tol
+            rows.append(entry)
+
+    # limits are measured several times ("<kind>@<when>"): the best repetition of any of them
+    stream = [v for k, v in limits.items() if k.startswith("limit_stream/")]
+    flops = [v for k, v in limits.items() if k.startswith("limit_flops/")]
+    best_stream = max(stream, key=lambda v: v["best_rate"]) if stream else None
+    best_flops = max(flops, key=lambda v: v["best_rate"]) if flops else None
+    limit_for = {
+        "GB/s": (best_stream["best_rate"], "stream " + best_stream["impl"]) if best_stream else (None, None),
+        "GFLOP/s": (best_flops["best_rate"], "fma " + best_flops["impl"]) if best_flops else (None, None),
+    }
+
+    by_workload = {}
+    for r in rows:
+        by_workload.setdefault(r["workload"], {})[r["impl"]] = r
+    coretype = ctx.get("openblas_coretype")
+    for r in rows:
+        limit, name = limit_for.get(r["rate_unit"], (None, None))
+        r["limit"] = limit
+        r["limit_name"] = name
+        r["fraction_of_limit"] = r["rate"] / limit if limit else None
+        peers = by_workload[r["workload"]]
+        ref = next((i for i in REF_ORDER if i in peers), None)
+        r["ratio_ref"] = ref
+        r["time_ratio"] = r["seconds"] / peers[ref]["seconds"] if ref else None
+        if coretype:
+            r["openblas_coretype"] = coretype
+
+    def order(r):
+        impl = r["impl"]
+        return (IMPL_ORDER.index(impl) if impl in IMPL_ORDER else len(IMPL_ORDER), impl)
+
+    workloads = list(dict.fromkeys(r["workload"] for r in rows))  # in the order they ran
+    rows.sort(key=lambda r: (workloads.index(r["workload"]), order(r)))
+    return rows, limits, limit_for
+
+
+def fmt_time(s):
+    return f"{s * 1e3:.3g}" if s < 10 else f"{s * 1e3:.0f}"
+
+
+def fmt(x, spec):
+    return "n/a" if x is None else format(x, spec)
+
+
+def markdown(suite, ctx, rows, limits, limit_for, quick, errors):
+    by_tol = {}
+    for r in rows:
+        if "tolerance" in r:
+            by_tol.setdefault(r["tolerance"], []).append(r["workload"])
+    tolerances = "; ".join(f"{t:.0e} for {', '.join(dict.fromkeys(w))}" for t, w in sorted(by_tol.items()))
+    out = []
+    out.append(f"## kiln benchmark suite `{suite}`{' (quick mode: small sizes, plumbing check only)' if quick else ''}")
+    out.append("")
+    out.append(f"- machine: {ctx.get('cpu_model', '?')}, {ctx.get('num_cpus', '?')} CPUs; {ctx.get('date', '')}; "
+               f"load average at start {ctx.get('loadavg_at_start', '?')}")
+    out.append(f"- threads: {ctx.get('threads', '?')} for every implementation but kiln-eager (1); "
+               f"OpenBLAS kernels: {ctx.get('openblas_coretype', '?')} "
+               f"(OPENBLAS_CORETYPE={ctx.get('openblas_coretype_env', '?')}); xsimd: {ctx.get('simd', '?')}; "
+               f"libtorch kernels: {ctx.get('libtorch_cpu_capability', 'n/a')}; "
+               f"OMP_WAIT_POLICY={ctx.get('omp_wait_policy', '?')}; seed {ctx.get('seed', '?')}")
+    if limits:
+        kinds = {}
+        for k, v in limits.items():
+            kinds.setdefault(v["impl"].split("@")[0], []).append(v)
+        parts = [f"{kind} best {max(v['best_rate'] for v in vs):.1f}, medians "
+                 f"{min(v['rate'] for v in vs):.1f}-{max(v['rate'] for v in vs):.1f} {vs[0]['rate_unit']}"
+                 for kind, vs in kinds.items()]
+        out.append(f"- limits, each measured {max(len(vs) for vs in kinds.values())} times in this run: "
+                   f"{'; '.join(parts)}")
+    gbs, gbs_name = limit_for["GB/s"]
+    gfs, _ = limit_for["GFLOP/s"]
+    out.append(f"- fraction of limit: GB/s rows / {fmt(gbs, '.1f')} GB/s (best stream: {gbs_name}); "
+               f"GFLOP/s rows / {fmt(gfs, '.1f')} GFLOP/s (register-only FMA loop); rows use their median")
+    out.append("- GB/s counts the bytes a workload must move (inputs read once, output written once); "
+               "vs = seconds / seconds of the reference impl named; "
+               "rel_error = max|y - eager| / max|eager| on the same inputs"
+               + (f" (tolerance {tolerances}; bold: above it)" if tolerances else ""))
+    out.append("")
+    out.append("| workload | impl | median ms | min-max ms | rate | of limit | vs | rel_error |")
+    out.append("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for r in rows:
+        vs = "n/a" if r["time_ratio"] is None else (
+            "ref" if r["impl"] == r["ratio_ref"] else f"{r['time_ratio']:.2f}x {r['ratio_ref']}")
+        err = "not finite" if r["rel_error"] is None and r["impl"] != "kiln-eager" else (
+            "reference" if r["impl"] == "kiln-eager" else f"{r['rel_error']:.1e}")
+        if r.get("within_tolerance") is False:
+            err = f"**{err} > {r['tolerance']:.0e}**"
+        out.append(f"| {r['workload']} | {r['impl']} | {fmt_time(r['seconds'])} | "
+                   f"{fmt_time(r['min_seconds'])}-{fmt_time(r['max_seconds'])} | "
+                   f"{r['rate']:.3g} {r['rate_unit']} | {fmt(r['fraction_of_limit'], '.1%')} | {vs} | {err} |")
+    failed = [r for r in rows if r.get("within_tolerance") is False]
+    if failed:
+        out.append("")
+        out.append("Outside the tolerance against kiln eager: " +
+                   ", ".join(f"{r['workload']}/{r['impl']}" for r in failed))
+    if errors:
+        out.append("")
+        out.append("Failed (no timing):")
+        for name, msg in errors.items():
+            out.append(f"- {name}: {msg}")
+    skipped = [s for s in ctx.get("skipped", "").split("\n") if s]
+    if skipped:
+        out.append("")
+        out.append("Not measured:")
+        reasons = {}
+        for s in skipped:
+            name, why = s.split(": ", 1)
+            reasons.setdefault(why, []).append(name)
+        for why, names in reasons.items():
+            impl = names[0].split("/")[1]
+            wl = ", ".join(n.split("/")[0] for n in names)
+            out.append(f"- {impl}: {why} ({wl})")
+    return "\n".join(out) + "\n"
+
+
+def plot(path, suite, ctx, rows, limit_for, quick):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    workloads = list(dict.fromkeys(r["workload"] for r in rows))
+    impls = [i for i in IMPL_ORDER if any(r["impl"] == i for r in rows)]
+    impls += sorted({r["impl"] for r in rows} - set(impls))
+    colors = {"kiln": "#d62728", "kiln-eager": "#ff9896", "hand-fused": "#2ca02c", "eigen": "#1f77b4",
+              "xtensor": "#9467bd", "libtorch": "#ff7f0e", "openblas": "#7f7f7f"}
+    fig, ax = plt.subplots(figsize=(max(10, 1.5 * len(workloads) + 2), 6))
+    cell = {(r["workload"], r["impl"]): r for r in rows}
+    width = 0.8 / max(1, max(sum((w, i) in cell for i in impls) for w in workloads))
+    top, drawn = 1.05, set()
+    for i, w in enumerate(workloads):
+        present = [impl for impl in impls if (w, impl) in cell and cell[(w, impl)]["fraction_of_limit"] is not None]
+        for j, impl in enumerate(present):  # the bars of a workload side by side, centred on it
+            x = i + width * (j - (len(present) - 1) / 2)
+            y = cell[(w, impl)]["fraction_of_limit"]
+            ax.bar(x, y, width, color=colors.get(impl), label=None if impl in drawn else impl)
+            drawn.add(impl)
+            top = max(top, y)
+            ax.text(x, y + 0.01, f"{y:.0%}" if y >= 0.01 else f"{y:.1%}", ha="center", va="bottom",
+                    fontsize=6, rotation=90)
+    ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+    ax.set_xticks(range(len(workloads)))
+    ax.set_xticklabels(workloads, rotation=20, ha="right", fontsize=8)
+    ax.set_ylim(0, top * 1.15)
+    ax.set_ylabel("fraction of the physical limit (higher is better)")
+    gbs, _ = limit_for["GB/s"]
+    gfs, _ = limit_for["GFLOP/s"]
+    ax.set_title(f"kiln '{suite}' suite{' (quick)' if quick else ''}: memory-bound rows vs stream "
+                 f"{fmt(gbs, '.1f')} GB/s, GEMM rows vs FMA peak {fmt(gfs, '.0f')} GFLOP/s\n"
+                 f"{ctx.get('cpu_model', '')}, {ctx.get('threads', '?')} threads, OpenBLAS "
+                 f"{ctx.get('openblas_coretype', '?')}, {ctx.get('date', '')[:10]}, load average at start "
+                 f"{' '.join(ctx.get('loadavg_at_start', '?').split()[:3])}", fontsize=10)
+    handles, labels = ax.get_legend_handles_labels()
+    order = sorted(range(len(labels)), key=lambda k: impls.index(labels[k]))
+    ax.legend([handles[k] for k in order], [labels[k] for k in order], ncol=len(labels), fontsize=8,
+              loc="upper center", bbox_to_anchor=(0.5, -0.2))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--suite", required=True)
+    ap.add_argument("--raw", required=True, help="Google Benchmark JSON (--benchmark_out)")
+    ap.add_argument("--out", required=True, help="directory for <suite>.json, .md, .png")
+    args = ap.parse_args()
+
+    ctx, groups, errors = load_runs(args.raw)
+    if not groups:
+        sys.exit(f"report.py: no benchmark runs in {args.raw}")
+    quick = ctx.get("quick") == "true"
+    rows, limits, limit_for = summarise(ctx, groups)
+    os.makedirs(args.out, exist_ok=True)
+    base = os.path.join(args.out, args.suite)
+    with open(base + ".json", "w") as f:
+        json.dump(rows, f, indent=1, allow_nan=False)  # strict JSON: no NaN or Infinity
+        f.write("\n")
+    md = markdown(args.suite, ctx, rows, limits, limit_for, quick, errors)
+    with open(base + ".md", "w") as f:
+        f.write(md)
+    plot(base + ".png", args.suite, ctx, rows, limit_for, quick)
+    print(md)
+    print(f"report.py: wrote {base}.json, {base}.md, {base}.png")
+
+
+if __name__ == "__main__":
+    main()

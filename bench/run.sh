@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Builds and runs kiln's benchmark suites, and writes their results.
+#
+#   bench/run.sh                 every suite (today: cpu)
+#   bench/run.sh cpu             one suite
+#   bench/run.sh --quick [...]   small sizes, few repetitions: checks the plumbing in a minute;
+#                                results go to the build directory, not bench/results
+#
+# For each suite S: installs what the benchmarks need (scripts/setup-bench.sh), builds the
+# target bench_S in build-bench/ (Release, -DKILN_BUILD_BENCHMARKS=ON), runs it with the
+# environment below, and hands its Google Benchmark JSON to bench/report.py, which prints a
+# Markdown table and writes bench/results/S.json (one object per workload and implementation),
+# S.md and S.png (fraction of the physical limit per workload and implementation).
+#
+# A new suite (autodiff, train) is a target bench_<suite> in bench/CMakeLists.txt whose
+# benchmarks follow bench/report.py's conventions, plus its name in `all_suites` below.
+#
+# Environment: BUILD_DIR (build-bench), JOBS (parallel compile jobs; nproc), KILN_BENCH_THREADS
+# (threads of every implementation; 2, the cores of the machines the issue's targets are for),
+# KILN_BENCH_REPS (repetitions; 5), PYTHON (a python3 with matplotlib; Debian's /usr/bin/python3),
+# CXX (compiler), and extra arguments for the binaries in KILN_BENCH_ARGS (e.g.
+# --benchmark_filter=softmax).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+all_suites=(cpu)
+
+quick=0
+suites=()
+for a in "$@"; do
+  case "$a" in
+    --quick) quick=1 ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "run.sh: unknown option $a (try --help)" >&2; exit 2 ;;
+    *)
+      if [[ " ${all_suites[*]} " != *" $a "* ]]; then
+        echo "run.sh: unknown suite '$a' (suites: ${all_suites[*]})" >&2
+        exit 2
+      fi
+      suites+=("$a") ;;
+  esac
+done
+[ ${#suites[@]} -eq 0 ] && suites=("${all_suites[@]}")
+
+bash scripts/setup-bench.sh
+
+dir=${BUILD_DIR:-build-bench}
+jobs=${JOBS:-$(nproc)}
+threads=${KILN_BENCH_THREADS:-2}
+reps=${KILN_BENCH_REPS:-5}
+python=${PYTHON:-/usr/bin/python3}
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+compiler=()
+[ -n "${CXX:-}" ] && compiler=(-DCMAKE_CXX_COMPILER="$CXX")
+
+cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_BENCHMARKS=ON -DKILN_BUILD_TESTS=OFF \
+  -DKILN_BUILD_EXAMPLES=OFF "${compiler[@]}" "${launcher[@]}" >/dev/null
+targets=()
+for s in "${suites[@]}"; do targets+=("bench_$s"); done
+cmake --build "$dir" -j "$jobs" --target "${targets[@]}"
+
+# The environment the peers run best in (bench_cpu.cpp, ensure_env, says why for each):
+# OpenBLAS's kernels for this CPU (Debian's 0.3.21 falls back to SSE3 on these Xeons), the same
+# thread count for OpenBLAS (and libtorch, which calls it), kiln and OpenMP, OpenMP threads
+# that sleep rather than spin between parallel regions, and libtorch's AVX-512 kernels.
+if grep -qw avx512f /proc/cpuinfo; then
+  export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
+  flags=$(grep -m1 '^flags' /proc/cpuinfo)
+  if [[ " $flags " == *" avx512bw "* && " $flags " == *" avx512vl "* && " $flags " == *" avx512dq "* ]]; then
+    export ATEN_CPU_CAPABILITY=${ATEN_CPU_CAPABILITY:-avx512}
+  fi
+elif grep -qw avx2 /proc/cpuinfo; then
+  export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Haswell}
+fi
+export OPENBLAS_NUM_THREADS=$threads KILN_NUM_THREADS=$threads OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+echo "run.sh: OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(OpenBLAS detects)}" \
+  "ATEN_CPU_CAPABILITY=${ATEN_CPU_CAPABILITY:-(libtorch picks)} threads=$threads" \
+  "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+args=(--threads="$threads" --reps="$reps")
+results=bench/results
+if [ "$quick" = 1 ]; then
+  args+=(--quick)
+  results=$dir/bench/results
+fi
+# shellcheck disable=SC2206  # KILN_BENCH_ARGS is split into words on purpose
+extra=(${KILN_BENCH_ARGS:-})
+for s in "${suites[@]}"; do
+  raw=$dir/bench/$s-raw.json
+  echo "run.sh: running bench_$s (raw results in $raw)"
+  # every repetition goes to the JSON file (report.py takes medians, minima and maxima from
+  # them); the console shows the aggregates only
+  KILN_BENCH_RESTARTED=1 "$dir/bench/bench_$s" "${args[@]}" "${extra[@]}" \
+    --benchmark_display_aggregates_only=true --benchmark_out="$raw" --benchmark_out_format=json
+  "$python" bench/report.py --suite "$s" --raw "$raw" --out "$results"
+done

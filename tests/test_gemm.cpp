@@ -1,0 +1,408 @@
+// The CPU backend's GEMM against a plain triple loop in double: odd sizes around the vector
+// width and the cache blocks, transposed and strided operands, batches with broadcast
+// operands, epilogues (each element once, after its final sum), 1 vs 2 threads bitwise equal,
+// and the double, bf16, int32 and int64 paths.
+#include <doctest/doctest.h>
+#include <kiln/backend/cpu/gemm.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <random>
+#include <set>
+#include <stdexcept>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+using namespace kiln;
+using cpu::matrix_ref;
+
+namespace {
+
+// Fresh random inputs on every run; the seed is printed when a check fails.
+std::mt19937_64& rng() {
+  static const std::uint64_t seed = std::random_device{}();
+  static std::mt19937_64 g(seed);
+  static const bool once = [] {
+    MESSAGE("random seed " << seed);
+    return true;
+  }();
+  (void)once;
+  return g;
+}
+
+template <class T> T random_value(double lo = -2, double hi = 2) {
+  std::uniform_real_distribution<double> u(lo, hi);
+  if constexpr (std::is_integral_v<T>) return static_cast<T>(std::floor(u(rng())));
+  else return static_cast<T>(static_cast<float>(u(rng())));
+}
+
+enum class layout { rows, cols, strided };  // row-major, transposed, a strided sub-matrix
+
+/// A batch of random matrices stored in one of the layouts, read back through `at`.
+template <class T> struct operand {
+  std::vector<T> store;
+  matrix_ref<const T> ref{};
+  index_t rows = 0, cols = 0;
+
+  operand(index_t batch, index_t r, index_t c, layout l, bool broadcast, double lo = -2, double hi = 2)
+      : rows(r), cols(c) {
+    index_t rs = c, cs = 1, offset = 0;
+    if (l == layout::cols) rs = 1, cs = r;
+    if (l == layout::strided) rs = 2 * c + 3, cs = 2, offset = rs + 1;  // every other column of a bigger matrix
+    const index_t one = std::max<index_t>(offset + (r - 1) * rs + (c - 1) * cs + 1, 1);
+    const index_t stored = broadcast ? 1 : batch;
+    store.resize(static_cast<std::size_t>(one * std::max<index_t>(stored, 1)));
+    for (auto& x : store) x = random_value<T>(lo, hi);
+    ref = {store.data() + offset, broadcast ? 0 : one, rs, cs};
+  }
+  double at(index_t b, index_t i, index_t j) const {
+    return static_cast<double>(ref.data[b * ref.batch_stride + i * ref.row_stride + j * ref.col_stride]);
+  }
+};
+
+/// C with `pad` guard columns after each row, filled with a sentinel that must survive.
+template <class T> struct output {
+  std::vector<T> store;
+  index_t batch, m, n, ld;
+  static T sentinel() {
+    if constexpr (std::is_integral_v<T>) return T(12345);
+    else return T(-777.25f);
+  }
+  output(index_t b, index_t m_, index_t n_, index_t pad = 0) : batch(b), m(m_), n(n_), ld(n_ + pad) {
+    store.assign(static_cast<std::size_t>(std::max<index_t>(b * m * ld, 1)), sentinel());
+  }
+  matrix_ref<T> ref() { return {store.data(), m * ld, ld, 1}; }
+  double at(index_t b, index_t i, index_t j) const { return static_cast<double>(store[(b * m + i) * ld + j]); }
+  bool guards_intact() const {
+    for (index_t r = 0; r < batch * m; ++r)
+      for (index_t j = n; j < ld; ++j)
+        if (std::memcmp(&store[r * ld + j], &s_, sizeof(T)) != 0) return false;
+    return true;
+  }
+  T s_ = sentinel();
+};
+
+/// The exact product in double, and the sum of |a*b| terms (the scale of the rounding error).
+struct reference {
+  std::vector<double> value, scale;
+  index_t m, n;
+  double v(index_t b, index_t i, index_t j) const { return value[(b * m + i) * n + j]; }
+  double s(index_t b, index_t i, index_t j) const { return scale[(b * m + i) * n + j]; }
+};
+template <class T>
+reference product(index_t batch, index_t m, index_t n, index_t k, const operand<T>& a, const operand<T>& b) {
+  reference r{std::vector<double>(batch * m * n), std::vector<double>(batch * m * n), m, n};
+  for (index_t bi = 0; bi < batch; ++bi)
+    for (index_t i = 0; i < m; ++i)
+      for (index_t j = 0; j < n; ++j) {
+        double acc = 0, abs = 0;
+        for (index_t p = 0; p < k; ++p) {
+          const double t = a.at(bi, i, p) * b.at(bi, p, j);
+          acc += t;
+          abs += std::fabs(t);
+        }
+        r.value[(bi * m + i) * n + j] = acc;
+        r.scale[(bi * m + i) * n + j] = abs;
+      }
+  return r;
+}
+
+template <class T> double tolerance() { return std::is_same_v<T, double> ? 1e-12 : 1e-4; }
+
+/// Largest error of c against the reference, relative to the magnitude of the summed terms.
+template <class T> double worst_error(const output<T>& c, const reference& r) {
+  double worst = 0;
+  for (index_t b = 0; b < c.batch; ++b)
+    for (index_t i = 0; i < c.m; ++i)
+      for (index_t j = 0; j < c.n; ++j) {
+        const double got = c.at(b, i, j), want = r.v(b, i, j);
+        const double e = std::isfinite(got) ? std::fabs(got - want) / (r.s(b, i, j) + 1e-30) : 1e30;
+        worst = std::max(worst, e);
+      }
+  return worst;
+}
+
+struct threads_guard {  // sets the thread count for one test and restores it
+  int old;
+  explicit threads_guard(int n) : old(cpu::set_num_threads(n)) {}
+  ~threads_guard() { cpu::set_num_threads(old); }
+};
+
+template <class T>
+void check_product(index_t batch, index_t m, index_t n, index_t k, layout la, layout lb, bool bcast_a = false,
+                   bool bcast_b = false, index_t pad = 0) {
+  CAPTURE(batch);
+  CAPTURE(m);
+  CAPTURE(n);
+  CAPTURE(k);
+  CAPTURE(static_cast<int>(la));
+  CAPTURE(static_cast<int>(lb));
+  CAPTURE(bcast_a);
+  CAPTURE(bcast_b);
+  const operand<T> a(batch, m, k, la, bcast_a), b(batch, k, n, lb, bcast_b);
+  output<T> c(batch, m, n, pad);
+  cpu::gemm<T>(batch, m, n, k, a.ref, b.ref, c.ref());
+  const reference r = product(batch, m, n, k, a, b);
+  CHECK(worst_error(c, r) <= tolerance<T>());
+  CHECK(c.guards_intact());
+}
+
+using fcfg = cpu::detail::gemm_config<float>;
+
+}  // namespace
+
+TEST_CASE("gemm at hand-computed values") {
+  const float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {7, 8, 9, 10, 11, 12};
+  float c[4] = {};
+  cpu::gemm<float>(1, 2, 2, 3, {a, 0, 3, 1}, {b, 0, 2, 1}, {c, 0, 2, 1});
+  CHECK(c[0] == 58);
+  CHECK(c[1] == 64);
+  CHECK(c[2] == 139);
+  CHECK(c[3] == 154);
+}
+
+TEST_CASE("square sizes around the vector width and the blocks") {
+  for (index_t s : {1, 2, 7, 17, 31, 64, 100, 1023}) check_product<float>(1, s, s, s, layout::rows, layout::rows);
+}
+
+TEST_CASE("mixed shapes, k = 0 and k = 1, and sizes that cross MC, NC and KC") {
+  const std::vector<std::tuple<index_t, index_t, index_t>> shapes = {
+      {1, 40, 1},   {13, 1, 7},    {33, 65, 1},    {100, 3, 500}, {3, 100, 500}, {257, 129, 385},
+      {50, 700, 20}, {1, 1, 2000}, {fcfg::mr + 1, fcfg::nr - 1, fcfg::kc + 1},
+      {5, fcfg::nc + 3, 9},         {fcfg::mc + 7, 9, 5},           {37, 2 * fcfg::nr + 5, 3 * fcfg::kc + 2}};
+  for (auto [m, n, k] : shapes) check_product<float>(1, m, n, k, layout::rows, layout::rows);
+}
+
+TEST_CASE("transposed and strided operands need no copies and give the same products") {
+  for (layout la : {layout::rows, layout::cols, layout::strided})
+    for (layout lb : {layout::rows, layout::cols, layout::strided}) {
+      check_product<float>(1, 29, 45, 70, la, lb);
+      check_product<float>(1, 70, 37, 2 * fcfg::kc + 3, la, lb, false, false, 5);  // C a sub-matrix too
+    }
+}
+
+TEST_CASE("batches, with A or B broadcast (batch stride 0)") {
+  check_product<float>(3, 19, 33, 41, layout::rows, layout::rows);
+  check_product<float>(4, 19, 33, 41, layout::rows, layout::cols, true, false);
+  check_product<float>(3, 70, 90, 130, layout::cols, layout::rows, false, true, 2);
+  check_product<float>(5, 7, 100, 300, layout::strided, layout::rows, false, true);
+  {
+    threads_guard t(2);
+    check_product<float>(3, 150, 70, 200, layout::rows, layout::rows, true, false);
+    check_product<float>(2, 1, 300, 1000, layout::rows, layout::cols, false, true);
+  }
+}
+
+TEST_CASE("empty products write nothing; k = 0 gives zeros and still runs the epilogue") {
+  const float a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8};
+  float c[4] = {9, 9, 9, 9};
+  int calls = 0;
+  auto ep = [&](index_t, index_t, index_t, index_t, float*) { ++calls; };
+  cpu::gemm<float>(1, 0, 2, 2, {a, 0, 2, 1}, {b, 0, 2, 1}, {c, 0, 2, 1}, ep);
+  cpu::gemm<float>(1, 2, 0, 2, {a, 0, 2, 1}, {b, 0, 2, 1}, {c, 0, 2, 1}, ep);
+  cpu::gemm<float>(0, 2, 2, 2, {a, 0, 2, 1}, {b, 0, 2, 1}, {c, 0, 2, 1}, ep);
+  CHECK(calls == 0);
+  CHECK(c[0] == 9);
+  CHECK(c[3] == 9);
+
+  output<float> z(2, 3, 5, 1);
+  std::vector<int> seen(2 * 3 * 5, 0);
+  cpu::gemm<float>(2, 3, 5, 0, {a, 0, 0, 1}, {b, 0, 5, 1}, z.ref(),
+                   [&](index_t bi, index_t i, index_t j0, index_t count, float* row) {
+                     for (index_t j = 0; j < count; ++j) {
+                       seen[(bi * 3 + i) * 5 + j0 + j] += row[j] == 0.0f ? 1 : 100;
+                       row[j] = 1.5f;
+                     }
+                   });
+  for (int s : seen) CHECK(s == 1);
+  CHECK(z.at(1, 2, 4) == 1.5);
+  CHECK(z.guards_intact());
+}
+
+TEST_CASE("the epilogue sees every element once, after its final sum") {
+  for (int threads : {1, 2}) {
+    threads_guard t(threads);
+    const index_t batch = 2, m = 4 * fcfg::mr + 5, n = 5 * fcfg::nr + 7, k = 3 * fcfg::kc + 11;
+    CAPTURE(threads);
+    const operand<float> a(batch, m, k, layout::rows, false), b(batch, k, n, layout::cols, false);
+    output<float> c(batch, m, n, 3);
+    std::vector<int> visits(batch * m * n, 0);
+    std::vector<float> seen(batch * m * n, 0);
+    std::set<std::thread::id> ids;
+    std::mutex ids_mutex;
+    cpu::gemm<float>(batch, m, n, k, a.ref, b.ref, c.ref(),
+                     [&](index_t bi, index_t i, index_t j0, index_t count, float* row) {
+                       {
+                         std::lock_guard<std::mutex> l(ids_mutex);
+                         ids.insert(std::this_thread::get_id());
+                       }
+                       for (index_t j = 0; j < count; ++j) {
+                         ++visits[(bi * m + i) * n + j0 + j];
+                         seen[(bi * m + i) * n + j0 + j] = row[j];
+                       }
+                     });
+    const reference r = product(batch, m, n, k, a, b);
+    bool once = true, final_value = true;
+    double worst = 0;
+    for (index_t bi = 0; bi < batch; ++bi)
+      for (index_t i = 0; i < m; ++i)
+        for (index_t j = 0; j < n; ++j) {
+          const index_t x = (bi * m + i) * n + j;
+          once = once && visits[x] == 1;
+          final_value = final_value && seen[x] == static_cast<float>(c.at(bi, i, j));
+          worst = std::max(worst, std::fabs(seen[x] - r.v(bi, i, j)) / (r.s(bi, i, j) + 1e-30));
+        }
+    CHECK(once);
+    CHECK(final_value);
+    CHECK(worst <= 1e-4);
+    CHECK(ids.size() == static_cast<std::size_t>(threads));  // the product really ran on `threads` threads
+  }
+}
+
+TEST_CASE("a bias + relu epilogue in place, and one that writes elsewhere") {
+  threads_guard t(2);
+  const index_t m = 77, n = 150, k = 260;
+  const operand<float> a(1, m, k, layout::rows, false), b(1, k, n, layout::rows, false);
+  std::vector<float> bias(n);
+  for (auto& x : bias) x = random_value<float>();
+  const reference r = product(1, m, n, k, a, b);
+
+  output<float> c(1, m, n);
+  cpu::gemm<float>(1, m, n, k, a.ref, b.ref, c.ref(), [&](index_t, index_t, index_t j0, index_t count, float* row) {
+    for (index_t j = 0; j < count; ++j) row[j] = std::max(row[j] + bias[j0 + j], 0.0f);
+  });
+  double worst = 0;
+  for (index_t i = 0; i < m; ++i)
+    for (index_t j = 0; j < n; ++j)
+      worst = std::max(worst, std::fabs(c.at(0, i, j) - std::max(r.v(0, i, j) + bias[j], 0.0)) / (r.s(0, i, j) + 1));
+  CHECK(worst <= 1e-4);
+
+  // C as scratch, the result (2 * C) written to another array
+  output<float> scratch(1, m, n);
+  std::vector<float> twice(m * n, 0);
+  cpu::gemm<float>(1, m, n, k, a.ref, b.ref, scratch.ref(), [&](index_t, index_t i, index_t j0, index_t count, float* row) {
+    for (index_t j = 0; j < count; ++j) twice[i * n + j0 + j] = 2 * row[j];
+  });
+  worst = 0;
+  for (index_t i = 0; i < m; ++i)
+    for (index_t j = 0; j < n; ++j)
+      worst = std::max(worst, std::fabs(twice[i * n + j] - 2 * r.v(0, i, j)) / (2 * r.s(0, i, j) + 1e-30));
+  CHECK(worst <= 1e-4);
+}
+
+TEST_CASE("1 and 2 threads give bitwise-identical results") {
+  const std::vector<std::tuple<index_t, index_t, index_t, index_t>> shapes = {
+      {1, 257, 301, 700}, {1, 1023, 64, 100}, {1, 20, 1000, 300}, {3, 65, 129, 385}, {4, 33, 17, 2000}};
+  for (const auto& shape : shapes) {
+    // plain variables: doctest's CAPTURE is a lambda, and clang 14 cannot capture structured bindings
+    const index_t batch = std::get<0>(shape), m = std::get<1>(shape), n = std::get<2>(shape), k = std::get<3>(shape);
+    CAPTURE(batch);
+    CAPTURE(m);
+    CAPTURE(n);
+    CAPTURE(k);
+    const operand<float> a(batch, m, k, layout::rows, false), b(batch, k, n, layout::cols, false);
+    output<float> one(batch, m, n), two(batch, m, n);
+    {
+      threads_guard t(1);
+      cpu::gemm<float>(batch, m, n, k, a.ref, b.ref, one.ref());
+    }
+    std::set<std::thread::id> ids;
+    std::mutex ids_mutex;
+    {
+      threads_guard t(2);
+      cpu::gemm<float>(batch, m, n, k, a.ref, b.ref, two.ref(), [&](index_t, index_t, index_t, index_t, float*) {
+        std::lock_guard<std::mutex> l(ids_mutex);
+        ids.insert(std::this_thread::get_id());
+      });
+    }
+    CHECK(ids.size() == 2);  // both threads worked, on parts of one matrix where batch is 1
+    CHECK(std::memcmp(one.store.data(), two.store.data(), one.store.size() * sizeof(float)) == 0);
+    CHECK(worst_error(two, product(batch, m, n, k, a, b)) <= 1e-4);
+  }
+}
+
+TEST_CASE("a gemm inside a parallel_for (nested) runs serially and is right") {
+  threads_guard t(2);
+  const index_t m = 90, n = 110, k = 400;  // big enough that a gemm alone would use threads
+  const operand<float> a(2, m, k, layout::rows, false), b(2, k, n, layout::rows, false);
+  output<float> c(2, m, n);
+  cpu::parallel_for(2, 1, [&](index_t b0, index_t b1) {
+    for (index_t bi = b0; bi < b1; ++bi)
+      cpu::gemm<float>(1, m, n, k, {a.ref.data + bi * a.ref.batch_stride, 0, a.ref.row_stride, a.ref.col_stride},
+                       {b.ref.data + bi * b.ref.batch_stride, 0, b.ref.row_stride, b.ref.col_stride},
+                       {c.store.data() + bi * m * n, 0, n, 1});
+  });
+  CHECK(worst_error(c, product(2, m, n, k, a, b)) <= 1e-4);
+}
+
+TEST_CASE("double") {
+  using dcfg = cpu::detail::gemm_config<double>;
+  check_product<double>(1, 1, 1, 1, layout::rows, layout::rows);
+  check_product<double>(1, 17, 31, 7, layout::rows, layout::cols);
+  check_product<double>(2, dcfg::mr + 3, dcfg::nr * 3 + 1, dcfg::kc * 2 + 5, layout::strided, layout::rows, false, true, 1);
+  threads_guard t(2);
+  check_product<double>(1, 100, 101, 300, layout::cols, layout::strided);
+}
+
+TEST_CASE("bfloat16 accumulates in float and rounds once") {
+  for (const auto& shape : std::vector<std::tuple<index_t, index_t, index_t>>{{1, 1, 1}, {7, 17, 31}, {40, 70, 900}}) {
+    const index_t m = std::get<0>(shape), n = std::get<1>(shape), k = std::get<2>(shape);
+    CAPTURE(m);
+    CAPTURE(n);
+    CAPTURE(k);
+    const operand<bfloat16> a(1, m, k, layout::rows, false), b(1, k, n, layout::cols, false);
+    output<bfloat16> c(1, m, n, 2);
+    cpu::gemm<bfloat16>(1, m, n, k, a.ref, b.ref, c.ref());
+    const reference r = product(1, m, n, k, a, b);
+    double worst = 0;
+    for (index_t i = 0; i < m; ++i)
+      for (index_t j = 0; j < n; ++j) {
+        // one bf16 rounding of the result (2^-8 relative) on top of float accumulation
+        const double want = r.v(0, i, j);
+        worst = std::max(worst, std::fabs(c.at(0, i, j) - want) / (std::fabs(want) * 0x1p-8 + r.s(0, i, j) * 1e-5));
+      }
+    CHECK(worst <= 1);
+    CHECK(c.guards_intact());
+  }
+}
+
+TEST_CASE_TEMPLATE("integers are exact and wrap on overflow", T, std::int32_t, std::int64_t) {
+  using U = std::make_unsigned_t<T>;
+  threads_guard t(2);
+  for (const auto& shape : std::vector<std::tuple<index_t, index_t, index_t, bool>>{
+           {1, 1, 1, false}, {7, 17, 31, false}, {60, 90, 300, false}, {13, 29, 70, true}}) {
+    const index_t m = std::get<0>(shape), n = std::get<1>(shape), k = std::get<2>(shape);
+    const bool big = std::get<3>(shape);
+    CAPTURE(m);
+    CAPTURE(n);
+    CAPTURE(k);
+    const double range = big ? static_cast<double>(std::numeric_limits<T>::max()) / 4 : 100;
+    const operand<T> a(1, m, k, layout::rows, false, -range, range), b(1, k, n, layout::strided, false, -range, range);
+    output<T> c(1, m, n, 1);
+    cpu::gemm<T>(1, m, n, k, a.ref, b.ref, c.ref());
+    bool exact = true;
+    for (index_t i = 0; i < m; ++i)
+      for (index_t j = 0; j < n; ++j) {
+        U acc = 0;  // two's complement wrap-around, as the eager backend computes
+        for (index_t p = 0; p < k; ++p)
+          acc += static_cast<U>(a.ref.data[i * a.ref.row_stride + p * a.ref.col_stride]) *
+                 static_cast<U>(b.ref.data[p * b.ref.row_stride + j * b.ref.col_stride]);
+        exact = exact && c.store[i * c.ld + j] == static_cast<T>(acc);
+      }
+    CHECK(exact);
+    CHECK(c.guards_intact());
+  }
+}
+
+TEST_CASE("mistakes throw std::invalid_argument") {
+  const float a[4] = {1, 2, 3, 4};
+  float c[4] = {};
+  CHECK_THROWS_AS(cpu::gemm<float>(1, -1, 2, 2, {a, 0, 2, 1}, {a, 0, 2, 1}, {c, 0, 2, 1}), std::invalid_argument);
+  CHECK_THROWS_AS(cpu::gemm<float>(1, 2, 2, 2, {a, 0, 2, 1}, {a, 0, 2, 1}, {c, 0, 1, 2}), std::invalid_argument);
+  CHECK_THROWS_AS(cpu::gemm<float>(2, 2, 2, 2, {a, 0, 2, 1}, {a, 0, 2, 1}, {c, 0, 2, 1}), std::invalid_argument);
+  CHECK(c[0] == 0);  // nothing written
+}
