@@ -1,8 +1,12 @@
-// kiln/eval.hpp: evaluating an expression now, with the eager reference backend.
+// kiln/eval.hpp: evaluating an expression now, with the CPU backend (the fused kernels of the
+// expression's plan) or, when asked for, the eager reference backend.
 //
 //   tensor<float, 2> c = a + b * 2;                       // bound tensors: eager style
 //   auto y = relu(matmul(input<"x", f32, shape<dyn, 4>>{}, param<"w", f32, shape<4, 3>>{}));
 //   auto out = eval(y, {{"x", x}, {"w", w}});           // placeholders bound by name
+//   auto ref = eval(y, {{"x", x}, {"w", w}}, eager::backend);  // the reference
+//   auto f = compile(y);                                 // kiln::cpu::backend by default
+//   auto out2 = f({{"x", x}, {"w", w}});
 #pragma once
 
 #include <initializer_list>
@@ -12,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/cpu.hpp"
 #include "backend/eager.hpp"
 #include "debug/logs.hpp"
 #include "core/tensor.hpp"
@@ -81,33 +86,93 @@ std::vector<any_tensor> bind_leaves(const G& g, const E& e, std::initializer_lis
   return bind_leaves(g, e, std::span<const feed>(feeds.begin(), feeds.size()));
 }
 
-/// Evaluates an expression, or each expression of kiln::outputs(...), with the eager backend.
-template <traceable E>
-std::vector<any_tensor> eval_all(const E& e, std::span<const feed> feeds) {
+namespace eager {
+/// Tag selecting the eager reference backend: `kiln::eval(e, feeds, kiln::eager::backend)`.
+struct backend_t {
+  explicit constexpr backend_t() = default;
+};
+inline constexpr backend_t backend{};
+}  // namespace eager
+
+template <class B>
+concept backend_tag = std::same_as<B, cpu::backend_t> || std::same_as<B, eager::backend_t>;
+
+/// Evaluates an expression, or each expression of kiln::outputs(...), with the CPU backend
+/// (the default) or the eager reference backend.
+template <traceable E, backend_tag B = cpu::backend_t>
+std::vector<any_tensor> eval_all(const E& e, std::span<const feed> feeds, B = B{}) {
   log_once<E>();
   // the leaf table is laid out by the captured graph; derivatives run on the expanded graph
-  return eager::run(eager_graph<E>(), bind_leaves(traced<E>::value, e, feeds));
+  if constexpr (std::same_as<B, eager::backend_t>)
+    return eager::run(eager_graph<E>(), bind_leaves(traced<E>::value, e, feeds));
+  else
+    return cpu::run_schedule<plan<E>::schedule>(bind_leaves(traced<E>::value, e, feeds));
 }
-template <traceable E>
-std::vector<any_tensor> eval_all(const E& e, std::initializer_list<feed> feeds = {}) {
-  return eval_all(e, std::span<const feed>(feeds.begin(), feeds.size()));
+template <traceable E, backend_tag B = cpu::backend_t>
+std::vector<any_tensor> eval_all(const E& e, std::initializer_list<feed> feeds = {}, B b = B{}) {
+  return eval_all(e, std::span<const feed>(feeds.begin(), feeds.size()), b);
 }
 
-/// Evaluates an expression with the eager backend, returning a dtype-erased tensor.
-template <expression E>
-any_tensor eval_any(const E& e, std::initializer_list<feed> feeds) {
-  return eval_all(e, feeds)[0];
+/// Evaluates an expression, returning a dtype-erased tensor.
+template <expression E, backend_tag B = cpu::backend_t>
+any_tensor eval_any(const E& e, std::initializer_list<feed> feeds, B b = B{}) {
+  if constexpr (E::shape.poisoned()) return any_tensor{};  // the mistake was reported where it was made
+  else return eval_all(e, feeds, b)[0];
 }
 template <expression E>
 any_tensor eval_any(const E& e) {
   return eval_any(e, {});
 }
 
-/// Evaluates an expression with the eager backend into a new tensor of its dtype and rank.
+/// Evaluates an expression with the CPU backend straight into `dest`'s elements (its shape
+/// must be the expression's), or into new storage if `dest` is undefined. A destination that
+/// shares storage with an operand gets the result through a copy, so `a = transpose(a) + a`
+/// reads only old values.
 template <expression E>
-auto eval(const E& e, std::initializer_list<feed> feeds = {}) {
+void eval_into(const E& e, any_tensor& dest) {
+  if constexpr (!E::shape.poisoned()) {  // else the mistake was reported where it was made
+    log_once<E>();
+    const std::vector<any_tensor> leaves = bind_leaves(traced<E>::value, e, std::span<const feed>{});
+    if (!dest.defined()) dest = cpu::run_schedule<plan<E>::schedule>(leaves)[0];
+    else cpu::run_schedule_into<plan<E>::schedule>(leaves, {dest});
+  }
+}
+
+/// Evaluates an expression into a new tensor of its dtype and rank.
+template <expression E, backend_tag B = cpu::backend_t>
+auto eval(const E& e, std::initializer_list<feed> feeds = {}, B b = B{}) {
   if constexpr (E::shape.poisoned()) return any_tensor{};  // the mistake was reported where it was made
-  else return tensor<storage_t<E::dt>, E::shape.rank>(eval_any(e, feeds));
+  else return tensor<storage_t<E::dt>, E::shape.rank>(eval_any(e, feeds, b));
+}
+
+/// An expression compiled for a backend: call it with the tensors of its placeholders.
+///   auto f = kiln::compile(gelu(linear(x, w, b)));   // kiln::cpu::backend
+///   tensor<float, 2> y = f({{"x", xv}, {"w", wv}, {"b", bv}});
+/// An expression gives one tensor of its dtype and rank; kiln::outputs(...) gives a vector.
+template <traceable E, backend_tag B = cpu::backend_t>
+class compiled {
+ public:
+  explicit compiled(const E& e) : e_(e) { (void)plan<E>::schedule; }
+  auto operator()(std::initializer_list<feed> feeds = {}) const {
+    std::vector<any_tensor> out = eval_all(e_, feeds, B{});
+    if constexpr (expression<E>) return tensor<storage_t<E::dt>, E::shape.rank>(std::move(out[0]));
+    else return out;
+  }
+  auto operator()(std::span<const feed> feeds) const {
+    std::vector<any_tensor> out = eval_all(e_, feeds, B{});
+    if constexpr (expression<E>) return tensor<storage_t<E::dt>, E::shape.rank>(std::move(out[0]));
+    else return out;
+  }
+  /// The frozen plan the calls run.
+  static constexpr const auto& schedule = plan<E>::schedule;
+
+ private:
+  E e_;
+};
+
+template <traceable E, backend_tag B = cpu::backend_t>
+compiled<E, B> compile(const E& e, B = B{}) {
+  return compiled<E, B>(e);
 }
 
 }  // namespace kiln

@@ -22,8 +22,11 @@ struct outputs_base {};
 template <class E>
 concept traceable = expression<E> || std::derived_from<std::remove_cvref_t<E>, outputs_base>;
 
-/// Evaluates an expression with the eager reference backend (defined in graph/eval.hpp).
+/// Evaluates an expression (defined in eval.hpp, with the CPU backend).
 template <expression E>
 any_tensor eval_any(const E& e);
+/// Evaluates an expression into dest's elements, or new storage if dest is undefined (eval.hpp).
+template <expression E>
+void eval_into(const E& e, any_tensor& dest);
 
 }  // namespace kiln

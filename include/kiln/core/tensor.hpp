@@ -44,19 +44,26 @@ void for_each_index(const dims& shape, F&& f) {
   }
 }
 
+/// Tag of allocations that skip zero-filling: any_tensor(dt, shape, uninitialized).
+struct uninitialized_t {
+  explicit constexpr uninitialized_t() = default;
+};
+inline constexpr uninitialized_t uninitialized{};
+
 class any_tensor {
  public:
   any_tensor() = default;
 
   /// A new contiguous tensor, zero-filled.
-  any_tensor(dtype dt, const dims& shape) : dt_(dt), shape_(shape), strides_(contiguous_strides(shape)) {
+  any_tensor(dtype dt, const dims& shape) : any_tensor(dt, shape, uninitialized) {
+    std::memset(mem_.get(), 0, padded_bytes());
+  }
+  /// A new contiguous tensor whose elements are not initialised: for results that a kernel
+  /// writes in full (zero-filling first would cost as much memory traffic again).
+  any_tensor(dtype dt, const dims& shape, uninitialized_t) : dt_(dt), shape_(shape), strides_(contiguous_strides(shape)) {
     for (int i = 0; i < shape.rank; ++i)
       if (shape.e[i] < 0) throw shape_error("tensor", shape, "has a negative or dynamic extent");
-    const std::size_t bytes = static_cast<std::size_t>(shape.numel()) * size_of(dt);
-    const std::size_t padded = (bytes + storage_alignment - 1) / storage_alignment * storage_alignment;
-    auto* p = static_cast<std::byte*>(::operator new(padded ? padded : storage_alignment,
-                                                     std::align_val_t{storage_alignment}));
-    std::memset(p, 0, padded ? padded : storage_alignment);
+    auto* p = static_cast<std::byte*>(::operator new(padded_bytes(), std::align_val_t{storage_alignment}));
     mem_ = std::shared_ptr<std::byte>(p, [](std::byte* q) {
       ::operator delete(q, std::align_val_t{storage_alignment});
     });
@@ -222,6 +229,12 @@ class any_tensor {
   }
 
  private:
+  /// Bytes of the allocation: the elements rounded up to the alignment (at least one unit).
+  std::size_t padded_bytes() const {
+    const std::size_t bytes = static_cast<std::size_t>(shape_.numel()) * size_of(dt_);
+    const std::size_t padded = (bytes + storage_alignment - 1) / storage_alignment * storage_alignment;
+    return padded ? padded : storage_alignment;
+  }
   int wrap_axis(const char* op, int axis) const {
     const int a = axis < 0 ? axis + shape_.rank : axis;
     if (a < 0 || a >= shape_.rank)
@@ -278,16 +291,17 @@ class tensor {
     return *this;
   }
   /// Evaluates an expression into this tensor's elements (shapes must match exactly), or into
-  /// new storage if this tensor is undefined. Reading and writing the same storage is safe:
-  /// `a = transpose(a) + a` is computed into fresh memory before it is written.
+  /// new storage if this tensor is undefined; the kernels write the destination directly (it
+  /// may be a strided view). Reading and writing the same storage is safe: `a = transpose(a) +
+  /// a` is computed into fresh memory before it is written.
   template <expression E>
   tensor& operator=(const E& e) & {
-    assign(eval_any(checked(e)));
+    eval_into(checked(e), t_);
     return *this;
   }
   template <expression E>
   tensor& operator=(const E& e) && {
-    assign(eval_any(checked(e)));
+    eval_into(checked(e), t_);
     return *this;
   }
 

@@ -1,0 +1,177 @@
+// kiln/backend/cpu.hpp: the CPU backend. Runs a frozen schedule (passes/pipeline.hpp) as the
+// fused loop nests of backend/cpu/kernels.hpp, one per kernel of the plan, in plan order, with
+// the plan's scratch buffers, vectorised with xsimd and threaded with cpu::parallel_for.
+//
+//   const auto& s = kiln::plan<E>::schedule;                 // a constant
+//   std::vector<any_tensor> out = kiln::cpu::run_schedule<s>(leaves);
+//
+// Same contract as eager::run_schedule: the leaf table in, the graph's outputs out, never
+// sharing storage with a leaf. Usually reached through kiln::compile and kiln::eval (eval.hpp).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../core/tensor.hpp"
+#include "../passes/fuse.hpp"
+#include "cpu/kernels.hpp"
+#include "cpu/parallel.hpp"
+
+namespace kiln::cpu {
+
+/// Tag selecting the CPU backend: `kiln::compile(expr, kiln::cpu::backend)`.
+struct backend_t {
+  explicit constexpr backend_t() = default;
+};
+inline constexpr backend_t backend{};
+
+namespace detail {
+
+/// Whether every node of the schedule is one the CPU backend runs (primitives only).
+template <class Sched>
+constexpr int first_unsupported(const Sched& s) {
+  for (std::size_t i = 0; i < s.g.nodes.size(); ++i) {
+    const op o = s.g.nodes[i].o;
+    const op_kind k = kind_of(o);
+    const bool ok = k == op_kind::leaf || k == op_kind::constant || is_pointwise(o) || o == op::sum || o == op::amax ||
+                    o == op::amin || o == op::matmul || k == op_kind::shape;
+    if (!ok) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+/// A run's memory: outputs (fresh, or the caller's), scratch buffers, and for each output that
+/// no kernel computes (a leaf, a constant, a view), the kernel after which to copy it.
+struct run_memory {
+  std::vector<any_tensor> outs;
+  std::vector<block> buffers;
+  std::vector<int> after;
+  std::vector<char> computed;
+};
+
+inline run_memory prepare(state& st, const std::vector<any_tensor>* into) {
+  const schedule_ref& s = st.s;
+  run_memory r;
+  r.outs.resize(s.n_outputs);
+  for (std::size_t q = 0; q < s.n_outputs; ++q) {
+    const auto o = static_cast<std::size_t>(s.outputs[q]);
+    const dims& shape = st.shape[o];
+    const dtype dt = s.nodes[o].dt;
+    if (into && (*into)[q].defined()) {
+      const any_tensor& t = (*into)[q];
+      if (t.dt() != dt) throw dtype_error("assign", t.dt(), dt);
+      if (!(t.shape() == shape)) throw shape_error("assign", t.shape(), shape, "differ");
+      r.outs[q] = t;
+    } else {
+      for (std::size_t p = 0; p < q && !r.outs[q].defined(); ++p)
+        if (s.outputs[p] == s.outputs[q]) r.outs[q] = r.outs[p];
+      if (!r.outs[q].defined()) r.outs[q] = any_tensor(dt, shape, uninitialized);  // every element is written
+    }
+    if (s.kernel_of[o] >= 0 && !st.dest[o].p) st.dest[o] = view_of_tensor(r.outs[q]);
+  }
+  // scratch buffers, sized for the largest value each holds at these shapes
+  std::vector<std::size_t> need(s.n_buffers, 0);
+  for (std::size_t i = 0; i < s.size; ++i) {
+    const int b = s.buffer_of[i];
+    if (b < 0 || st.dest[i].p) continue;
+    const std::size_t bytes = static_cast<std::size_t>(st.shape[i].numel()) * size_of(s.nodes[i].dt);
+    need[static_cast<std::size_t>(b)] = std::max(need[static_cast<std::size_t>(b)], bytes);
+  }
+  r.buffers.reserve(need.size());
+  for (std::size_t b = 0; b < need.size(); ++b) r.buffers.emplace_back(need[b]);
+  for (std::size_t i = 0; i < s.size; ++i) {
+    const int b = s.buffer_of[i];
+    if (b >= 0 && !st.dest[i].p)
+      st.dest[i] = contiguous_view(r.buffers[static_cast<std::size_t>(b)].data(), s.nodes[i].dt, st.shape[i]);
+  }
+  // a written value with neither (one that only an output views: the plan leaves its memory
+  // to the caller) gets memory of its own; the output is copied out of it
+  for (std::size_t i = 0; i < s.size; ++i)
+    if (s.kernel_of[i] >= 0 && s.written[i] && !st.dest[i].p) st.dest[i] = st.temp(s.nodes[i].dt, st.shape[i]);
+  // outputs that no kernel computes are copied once their source exists: before the kernels,
+  // or right after the kernel that computes it (its buffer may be reused later)
+  r.after.assign(s.n_outputs, -1);
+  r.computed.assign(s.n_outputs, 0);
+  for (std::size_t q = 0; q < s.n_outputs; ++q) {
+    int x = s.outputs[q];
+    r.computed[q] = s.kernel_of[static_cast<std::size_t>(x)] >= 0;
+    while (passes::is_view(s.nodes[static_cast<std::size_t>(x)].o) && s.nodes[static_cast<std::size_t>(x)].o != op::numel)
+      x = s.nodes[static_cast<std::size_t>(x)].in[0];
+    r.after[q] = s.kernel_of[static_cast<std::size_t>(x)];
+  }
+  return r;
+}
+
+/// Copies the outputs whose source kernel k has just run (k = -1: sources that are leaves).
+inline void materialise(state& st, const run_memory& r, int k) {
+  for (std::size_t q = 0; q < r.outs.size(); ++q) {
+    if (r.computed[q] || r.after[q] != k) continue;
+    const int o = st.s.outputs[q];
+    const node& x = st.at(o);
+    const view out = view_of_tensor(r.outs[q]);
+    if (x.o == op::constant) fill(out, x.value);
+    else if (x.o == op::numel) fill(out, static_cast<double>(st.numel_of(o)));
+    else copy_elements(out, st.view_of(o));
+  }
+}
+
+template <const auto& S, int... K>
+void run_kernels(state& st, const run_memory& r, std::integer_sequence<int, K...>) {
+  ((kernel_code<S, K>::run(st), materialise(st, r, K)), ...);
+}
+
+template <int Base, int... J>
+constexpr auto shifted(std::integer_sequence<int, J...>) {
+  return std::integer_sequence<int, (Base + J)...>{};
+}
+
+/// The kernels in chunks of 128 (clang folds at most 256 operands). A function, not a generic
+/// lambda: clang 14 mis-instantiates the schedule constant from inside one.
+template <const auto& S, int... C>
+void run_chunks(state& st, const run_memory& r, std::integer_sequence<int, C...>) {
+  constexpr int nk = static_cast<int>(S.kernels.size());
+  (run_kernels<S>(st, r, shifted<C * 128>(std::make_integer_sequence<int, (nk - C * 128 < 128 ? nk - C * 128 : 128)>{})), ...);
+}
+
+template <const auto& S>
+std::vector<any_tensor> run(const std::vector<any_tensor>& leaves, const std::vector<any_tensor>* into) {
+  static_assert(first_unsupported(S) < 0,
+                "kiln: cpu: the schedule has a node that is not a primitive (decompose the graph first)");
+  constexpr int nk = static_cast<int>(S.kernels.size());
+  state st(schedule_ref::of(S), leaves);
+  st.resolve_shapes();
+  run_memory r = prepare(st, into);
+  materialise(st, r, -1);
+  run_chunks<S>(st, r, std::make_integer_sequence<int, (nk + 127) / 128>{});
+  return std::move(r.outs);
+}
+
+}  // namespace detail
+
+/// Runs schedule S (a frozen schedule constant, e.g. kiln::plan<E>::schedule) on the leaf
+/// table `leaves` (by slot); returns the graph's outputs in new tensors.
+template <const auto& S>
+std::vector<any_tensor> run_schedule(const std::vector<any_tensor>& leaves) {
+  return detail::run<S>(leaves, nullptr);
+}
+
+/// The same, writing output q into into[q] where that is defined (its dtype and shape must be
+/// the output's; it may be a strided view). A destination that shares storage with a leaf is
+/// computed into fresh memory first and then copied, so `a = transpose(a) + a` is right.
+template <const auto& S>
+std::vector<any_tensor> run_schedule_into(const std::vector<any_tensor>& leaves, const std::vector<any_tensor>& into) {
+  bool overlap = false;
+  for (const any_tensor& t : into)
+    for (const any_tensor& l : leaves) overlap = overlap || (t.defined() && t.shares_storage(l));
+  if (!overlap) return detail::run<S>(leaves, &into);
+  std::vector<any_tensor> outs = detail::run<S>(leaves, nullptr);
+  for (std::size_t q = 0; q < outs.size() && q < into.size(); ++q)
+    if (into[q].defined()) {
+      into[q].copy_from(outs[q]);
+      outs[q] = into[q];
+    }
+  return outs;
+}
+
+}  // namespace kiln::cpu

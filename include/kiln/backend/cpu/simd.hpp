@@ -1,0 +1,316 @@
+// kiln/backend/cpu/simd.hpp: the CPU backend's one door to xsimd, and the op bodies.
+//
+// Every primitive's arithmetic is written once, generic over the value type V: the kernels
+// instantiate it with xsimd::batch<float> or batch<double> (the default architecture the
+// compiler targets: SSE2 without -march, AVX2 or AVX-512 with -march=native), and with plain
+// scalars (compute_t of the dtype) for kernels that cannot be vectorised (integers, mixed
+// widths). Semantics follow the eager reference (backend/eager.hpp): max/min propagate NaN,
+// integer arithmetic wraps, float->int casts saturate, bf16 computes in f32 and every bf16
+// result is rounded to bf16 (nearest even) as a store would round it.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <numbers>
+#include <stdexcept>
+#include <type_traits>
+
+#include <xsimd/xsimd.hpp>
+
+#include "../../core/dtype.hpp"
+#include "../../core/tensor.hpp"
+#include "../../graph/ops.hpp"
+
+namespace kiln::cpu::simd {
+
+/// Vector mode: lanes of C (float or double); bool values are masks of the same width.
+template <class C>
+struct vec {
+  using elem = C;
+  using real = xsimd::batch<C>;
+  using mask = xsimd::batch_bool<C>;
+  static constexpr int width = static_cast<int>(real::size);
+};
+/// Scalar mode: one element at a time, each dtype in its compute type.
+struct scalar {
+  static constexpr int width = 1;
+};
+
+template <class M, dtype D>
+struct value_type {
+  using type = compute_t<D>;
+};
+template <class C, dtype D>
+struct value_type<vec<C>, D> {
+  using type = std::conditional_t<D == dtype::boolean, xsimd::batch_bool<C>, xsimd::batch<C>>;
+};
+/// What a value of dtype D is held in, in mode M.
+template <class M, dtype D>
+using value_t = typename value_type<M, D>::type;
+
+template <class V>
+inline constexpr bool is_batch_v = false;
+template <class T, class A>
+inline constexpr bool is_batch_v<xsimd::batch<T, A>> = true;
+
+// ---- math, overloaded for scalars (the C library, as the eager backend) and batches -------
+
+namespace fn {
+template <class T> requires std::is_floating_point_v<T> T exp(T x) { return std::exp(x); }
+template <class T> requires std::is_floating_point_v<T> T log(T x) { return std::log(x); }
+template <class T> requires std::is_floating_point_v<T> T sqrt(T x) { return std::sqrt(x); }
+template <class T> requires std::is_floating_point_v<T> T tanh(T x) { return std::tanh(x); }
+template <class T> requires std::is_floating_point_v<T> T sin(T x) { return std::sin(x); }
+template <class T> requires std::is_floating_point_v<T> T cos(T x) { return std::cos(x); }
+template <class T> requires std::is_floating_point_v<T> T erf(T x) { return std::erf(x); }
+template <class T> requires std::is_floating_point_v<T> T abs(T x) { return std::abs(x); }
+template <class T> requires std::is_floating_point_v<T> T pow(T a, T b) { return std::pow(a, b); }
+template <class T> requires std::is_floating_point_v<T> bool isnan(T x) { return std::isnan(x); }
+template <class T> T select(bool c, T a, T b) { return c ? a : b; }
+
+template <class T, class A> xsimd::batch<T, A> exp(const xsimd::batch<T, A>& x) { return xsimd::exp(x); }
+template <class T, class A> xsimd::batch<T, A> log(const xsimd::batch<T, A>& x) { return xsimd::log(x); }
+template <class T, class A> xsimd::batch<T, A> sqrt(const xsimd::batch<T, A>& x) { return xsimd::sqrt(x); }
+template <class T, class A> xsimd::batch<T, A> tanh(const xsimd::batch<T, A>& x) { return xsimd::tanh(x); }
+template <class T, class A> xsimd::batch<T, A> sin(const xsimd::batch<T, A>& x) { return xsimd::sin(x); }
+template <class T, class A> xsimd::batch<T, A> cos(const xsimd::batch<T, A>& x) { return xsimd::cos(x); }
+template <class T, class A>
+xsimd::batch<T, A> erf(const xsimd::batch<T, A>& x) {
+  if constexpr (std::is_same_v<T, double>) {
+    // xsimd's double erf is off by up to 7e-15 relative (near 2.2), which gelu's 1 + erf
+    // magnifies past 1e-13 for x < -3; the C library's is within an ulp
+    alignas(64) double t[xsimd::batch<T, A>::size];
+    x.store_aligned(t);
+    for (double& v : t) v = std::erf(v);
+    return xsimd::batch<T, A>::load_aligned(t);
+  } else {
+    return xsimd::erf(x);
+  }
+}
+template <class T, class A> xsimd::batch<T, A> abs(const xsimd::batch<T, A>& x) { return xsimd::abs(x); }
+template <class T, class A>
+xsimd::batch<T, A> pow(const xsimd::batch<T, A>& a, const xsimd::batch<T, A>& b) { return xsimd::pow(a, b); }
+template <class T, class A> xsimd::batch_bool<T, A> isnan(const xsimd::batch<T, A>& x) { return xsimd::isnan(x); }
+template <class T, class A>
+xsimd::batch<T, A> select(const xsimd::batch_bool<T, A>& c, const xsimd::batch<T, A>& a, const xsimd::batch<T, A>& b) {
+  return xsimd::select(c, a, b);
+}
+}  // namespace fn
+
+/// bf16 rounding of an f32 value (nearest even, NaN kept quiet): what storing it as bf16 and
+/// loading it back gives. Bit for bit the rule of kiln::bfloat16.
+inline float round_bf16(float x) { return static_cast<float>(bfloat16(x)); }
+template <class A>
+xsimd::batch<float, A> round_bf16(const xsimd::batch<float, A>& x) {
+  using U = xsimd::batch<std::uint32_t, A>;
+  using F = xsimd::batch<float, A>;
+  const U u = xsimd::bitwise_cast<U>(x);
+  const U hi(0xffff0000u);
+  const U rounded = (u + U(0x7fffu) + ((u >> 16) & U(1u))) & hi;
+  const U quiet = (u | U(0x00400000u)) & hi;
+  return xsimd::select(xsimd::isnan(x), xsimd::bitwise_cast<F>(quiet), xsimd::bitwise_cast<F>(rounded));
+}
+
+// ---- op bodies ------------------------------------------------------------------------------
+
+/// Integer arithmetic that wraps (two's complement) instead of invoking undefined behaviour.
+template <class T, class F>
+T wrapping(T a, T b, F f) {
+  using U = std::make_unsigned_t<T>;
+  return static_cast<T>(f(static_cast<U>(a), static_cast<U>(b)));
+}
+
+template <class T>
+T integer_pow(T base, T e) {
+  if (e < 0) throw std::invalid_argument("kiln: pow: integers to negative integer powers are not allowed");
+  T r = 1;
+  while (e > 0) {
+    if (e & 1) r = wrapping<T>(r, base, [](auto a, auto b) { return a * b; });
+    base = wrapping<T>(base, base, [](auto a, auto b) { return a * b; });
+    e >>= 1;
+  }
+  return r;
+}
+
+/// A unary primitive (and the high-level unary ops, which the eager backend also runs). V is a
+/// float batch or a scalar of the node's compute type.
+template <op O, class V>
+V unary(const V& x) {
+  constexpr bool integral = std::is_integral_v<V>;
+  if constexpr (O == op::neg) {
+    if constexpr (integral) return wrapping<V>(0, x, [](auto a, auto b) { return a - b; });
+    else return -x;
+  } else if constexpr (O == op::abs) {
+    if constexpr (integral) return x < 0 ? wrapping<V>(0, x, [](auto a, auto b) { return a - b; }) : x;
+    else return fn::abs(x);
+  } else if constexpr (O == op::relu) {
+    if constexpr (integral) return x < 0 ? V(0) : x;
+    else return fn::select(x < V(0), V(0), x);  // NaN stays NaN
+  } else {
+    static_assert(!integral, "kiln: cpu: a float function of an integer reached the backend (capture casts to f32)");
+    const V one(1), half(0.5);
+    if constexpr (O == op::exp) return fn::exp(x);
+    else if constexpr (O == op::log) return fn::log(x);
+    else if constexpr (O == op::sqrt) return fn::sqrt(x);
+    else if constexpr (O == op::rsqrt) return one / fn::sqrt(x);
+    else if constexpr (O == op::reciprocal) return one / x;
+    else if constexpr (O == op::tanh) return fn::tanh(x);
+    else if constexpr (O == op::sin) return fn::sin(x);
+    else if constexpr (O == op::cos) return fn::cos(x);
+    else if constexpr (O == op::erf) return fn::erf(x);
+    else if constexpr (O == op::sigmoid) return one / (one + fn::exp(-x));
+    else if constexpr (O == op::silu) return x / (one + fn::exp(-x));
+    else if constexpr (O == op::gelu) return half * x * (one + fn::erf(x * V(std::numbers::sqrt2 / 2)));
+    else if constexpr (O == op::gelu_tanh)
+      return half * x * (one + fn::tanh(V(0.7978845608028654) * (x + V(0.044715) * x * x * x)));
+    else static_assert(O == op::exp, "kiln: cpu: not a unary op");
+  }
+}
+
+/// A binary arithmetic primitive (not a comparison).
+template <op O, class V>
+V binary(const V& a, const V& b) {
+  if constexpr (std::is_same_v<V, bool>) {
+    static_assert(O == op::max || O == op::min, "kiln: cpu: bool arithmetic other than max/min");
+    if constexpr (O == op::max) return a || b;
+    else return a && b;
+  } else if constexpr (std::is_integral_v<V>) {
+    if constexpr (O == op::add) return wrapping(a, b, [](auto x, auto y) { return x + y; });
+    else if constexpr (O == op::sub) return wrapping(a, b, [](auto x, auto y) { return x - y; });
+    else if constexpr (O == op::mul) return wrapping(a, b, [](auto x, auto y) { return x * y; });
+    else if constexpr (O == op::max) return a < b ? b : a;
+    else if constexpr (O == op::min) return b < a ? b : a;
+    else if constexpr (O == op::pow) return integer_pow(a, b);
+    else static_assert(O == op::add, "kiln: cpu: integer division reached the backend (capture divides in f32)");
+  } else {
+    if constexpr (O == op::add) return a + b;
+    else if constexpr (O == op::sub) return a - b;
+    else if constexpr (O == op::mul) return a * b;
+    else if constexpr (O == op::div) return a / b;
+    else if constexpr (O == op::max || O == op::min) {
+      // NaN if either is NaN, else the larger (smaller); the first operand on ties, as eager
+      const auto pick = O == op::max ? fn::select(a < b, b, a) : fn::select(b < a, b, a);
+      if constexpr (is_batch_v<V>) return fn::select(fn::isnan(a) | fn::isnan(b), a + b, pick);
+      else return fn::isnan(a) || fn::isnan(b) ? std::numeric_limits<V>::quiet_NaN() : pick;
+    } else if constexpr (O == op::pow) return fn::pow(a, b);
+    else static_assert(O == op::add, "kiln: cpu: not a binary op");
+  }
+}
+
+template <op O, class V>
+auto compare(const V& a, const V& b) {
+  if constexpr (O == op::eq) return a == b;
+  else if constexpr (O == op::ne) {
+    // xsimd's != is the ordered not-equal with AVX and AVX-512 (NaN != x false); IEEE's and the
+    // C++ operator's is unordered (true)
+    if constexpr (is_batch_v<V>) return ~(a == b);
+    else return a != b;
+  }
+  else if constexpr (O == op::lt) return a < b;
+  else if constexpr (O == op::le) return a <= b;
+  else if constexpr (O == op::gt) return a > b;
+  else return a >= b;
+}
+
+/// Converts a value of dtype From to dtype To in mode M, as any_tensor::convert does for a
+/// store: floats to integers saturate (NaN to 0), anything to bool is `!= 0`, to bf16 rounds.
+template <class M, dtype From, dtype To>
+value_t<M, To> cast(const value_t<M, From>& x) {
+  if constexpr (From == To) {
+    return x;
+  } else if constexpr (std::is_same_v<M, scalar>) {
+    return static_cast<compute_t<To>>(any_tensor::convert<To>(x));
+  } else {
+    using real = typename M::real;
+    if constexpr (To == dtype::boolean) return ~(x == real(0));  // NaN is true (see compare)
+    else if constexpr (From == dtype::boolean) return xsimd::select(x, real(1), real(0));
+    else if constexpr (To == dtype::bf16) return round_bf16(x);
+    else return x;  // bf16 -> f32: a bf16 value is exactly a float
+  }
+}
+
+/// Rounds a computed value to its dtype's precision where it is held in a wider type (bf16).
+template <dtype D, class V>
+V rounded(const V& v) {
+  if constexpr (D == dtype::bf16) return round_bf16(v);
+  else return v;
+}
+
+// ---- memory ---------------------------------------------------------------------------------
+
+/// Loads `count` (<= width) elements of dtype D from p with a stride of `stride` bytes; lanes
+/// past count are zero. A contiguous full load is one vector load; stride 0 broadcasts.
+template <class M, dtype D>
+value_t<M, D> load(const std::byte* p, index_t stride, int count) {
+  using S = storage_t<D>;
+  if constexpr (std::is_same_v<M, scalar>) {
+    (void)stride;
+    (void)count;
+    S s;
+    std::memcpy(&s, p, sizeof(S));
+    return static_cast<compute_t<D>>(s);
+  } else {
+    constexpr int W = M::width;
+    using C = typename M::elem;
+    if constexpr (D == dtype::boolean) {
+      bool b[W]{};
+      for (int l = 0; l < count; ++l) b[l] = *reinterpret_cast<const bool*>(p + l * stride);
+      return xsimd::batch_bool<C>::load_unaligned(b);
+    } else {
+      using real = typename M::real;
+      if (stride == 0) return real(static_cast<C>(*reinterpret_cast<const S*>(p)));
+      if constexpr (std::is_same_v<S, C>)
+        if (count == W && stride == static_cast<index_t>(sizeof(S))) return real::load_unaligned(reinterpret_cast<const C*>(p));
+      alignas(64) C t[W]{};
+      for (int l = 0; l < count; ++l) t[l] = static_cast<C>(*reinterpret_cast<const S*>(p + l * stride));
+      return real::load_aligned(t);
+    }
+  }
+}
+
+/// Stores the first `count` lanes of v (dtype D) at p with a stride of `stride` bytes; a stride
+/// of 0 stores lane 0 once (a value that is the same for every lane).
+template <class M, dtype D>
+void store(std::byte* p, index_t stride, int count, const value_t<M, D>& v) {
+  using S = storage_t<D>;
+  if constexpr (std::is_same_v<M, scalar>) {
+    (void)stride;
+    (void)count;
+    const S s = S(v);
+    std::memcpy(p, &s, sizeof(S));
+  } else {
+    constexpr int W = M::width;
+    using C = typename M::elem;
+    if (stride == 0) count = 1;
+    if constexpr (D == dtype::boolean) {
+      bool b[W];
+      v.store_unaligned(b);
+      for (int l = 0; l < count; ++l) *reinterpret_cast<bool*>(p + l * stride) = b[l];
+    } else {
+      if constexpr (std::is_same_v<S, C>) {
+        if (count == W && stride == static_cast<index_t>(sizeof(S))) {
+          v.store_unaligned(reinterpret_cast<C*>(p));
+          return;
+        }
+      }
+      alignas(64) C t[W];
+      v.store_aligned(t);
+      for (int l = 0; l < count; ++l) *reinterpret_cast<S*>(p + l * stride) = S(t[l]);
+    }
+  }
+}
+
+/// A mask of the first `count` lanes.
+template <class M>
+auto first_lanes(int count) {
+  using C = typename M::elem;
+  alignas(64) C idx[M::width];
+  for (int l = 0; l < M::width; ++l) idx[l] = static_cast<C>(l);
+  using real = typename M::real;
+  return real::load_aligned(idx) < real(static_cast<C>(count));
+}
+
+}  // namespace kiln::cpu::simd

@@ -1,0 +1,108 @@
+// Helpers for the CPU backend's tests: run an expression's plan with the CPU backend and its
+// captured graph with the eager reference on the same (fresh random) inputs, and compare.
+#pragma once
+
+#include "support.hpp"
+
+#include <kiln/backend/cpu.hpp>
+
+#include <cstring>
+#include <span>
+#include <vector>
+
+namespace kt {
+
+/// Largest difference between two tensors of one shape, each element |a - b| / (1 + |a|) for
+/// floating dtypes (NaN must meet NaN, an infinity the same infinity: else +inf), and 0 or
+/// +inf (any mismatch) for integers and bools.
+inline double difference(const kiln::any_tensor& want, const kiln::any_tensor& got) {
+  using namespace kiln;
+  REQUIRE(want.dt() == got.dt());
+  REQUIRE(want.shape() == got.shape());
+  any_tensor a(f64, want.shape()), b(f64, got.shape());
+  a.copy_from(want);
+  b.copy_from(got);
+  const bool exact = !is_floating(want.dt());
+  double worst = 0;
+  for (index_t i = 0; i < a.numel(); ++i) {
+    const double p = a.data<double>()[i], q = b.data<double>()[i];
+    if (std::isnan(p) || std::isnan(q)) {
+      if (std::isnan(p) != std::isnan(q)) return INFINITY;
+      continue;
+    }
+    if (std::isinf(p) || std::isinf(q)) {
+      if (p != q) return INFINITY;
+      continue;
+    }
+    if (exact) {
+      if (p != q) return INFINITY;
+      continue;
+    }
+    worst = std::max(worst, std::fabs(p - q) / (1 + std::fabs(p)));
+  }
+  return worst;
+}
+
+/// Whether two tensors hold the same bytes (1 thread against all threads).
+inline bool same_bits(const kiln::any_tensor& a, const kiln::any_tensor& b) {
+  if (!(a.shape() == b.shape()) || a.dt() != b.dt()) return false;
+  const kiln::any_tensor x = a.contiguous(), y = b.contiguous();
+  return std::memcmp(x.bytes(), y.bytes(), static_cast<std::size_t>(x.numel()) * kiln::size_of(x.dt())) == 0;
+}
+
+/// The leaf table of e from those of `feeds` that name one of its placeholders (tests pass one
+/// set of inputs to several expressions).
+template <class E>
+std::vector<kiln::any_tensor> leaves_of(const E& e, std::initializer_list<kiln::feed> feeds) {
+  using namespace kiln;
+  std::vector<feed> used;
+  for (const feed& f : feeds)
+    for (const node& n : traced<E>::value.nodes)
+      if ((n.o == op::input || n.o == op::param) && n.label() == f.name) {
+        used.push_back(f);
+        break;
+      }
+  return bind_leaves(traced<E>::value, e, std::span<const feed>(used.data(), used.size()));
+}
+
+/// Runs e with the CPU backend and with the eager reference; returns the largest difference
+/// over all outputs. Also checks that the CPU result does not depend on the thread count.
+template <class E>
+double cpu_vs_eager(const E& e, std::initializer_list<kiln::feed> feeds = {}) {
+  using namespace kiln;
+  constexpr const auto& s = plan<E>::schedule;
+  const std::vector<any_tensor> leaves = leaves_of(e, feeds);
+  const std::vector<any_tensor> want = eager::run(eager_graph<E>(), leaves);
+  const std::vector<any_tensor> got = cpu::run_schedule<s>(leaves);
+  REQUIRE(want.size() == got.size());
+  double worst = 0;
+  for (std::size_t q = 0; q < got.size(); ++q) {
+    for (const any_tensor& l : leaves) REQUIRE_FALSE(got[q].shares_storage(l));
+    worst = std::max(worst, difference(want[q], got[q]));
+  }
+  const int threads = cpu::set_num_threads(1);
+  const std::vector<any_tensor> one = cpu::run_schedule<s>(leaves);
+  cpu::set_num_threads(3);
+  const std::vector<any_tensor> three = cpu::run_schedule<s>(leaves);
+  cpu::set_num_threads(threads);
+  for (std::size_t q = 0; q < got.size(); ++q) {
+    CHECK(same_bits(one[q], got[q]));
+    CHECK(same_bits(three[q], got[q]));
+  }
+  return worst;
+}
+
+/// A random tensor of any rank and element type on [lo, hi) (integers: floor of that).
+template <class T, int R>
+kiln::tensor<T, R> rand(const std::array<kiln::index_t, R>& shape, double lo = -2, double hi = 2) {
+  if constexpr (std::is_same_v<T, kiln::bfloat16>) {
+    kiln::tensor<float, R> f = random<float, R>(shape, lo, hi);
+    kiln::tensor<T, R> t(shape);
+    for (kiln::index_t i = 0; i < t.numel(); ++i) t.data()[i] = kiln::bfloat16(f.data()[i]);
+    return t;
+  } else {
+    return random<T, R>(shape, lo, hi);
+  }
+}
+
+}  // namespace kt

@@ -1,0 +1,97 @@
+// CPU backend, matmul kernels: kiln::cpu::gemm with the kernel's epilogue (bias, activation,
+// residual, cast) applied to each finished row segment, transposed operands read through their
+// strides, batched products with broadcast batch axes, every dtype, odd and empty sizes.
+#include "cpu_support.hpp"
+
+using namespace kiln;
+
+TEST_CASE("linear + bias + gelu is one kernel that writes its output once") {
+  using X = input<"x", f32, shape<dyn, dyn>>;
+  using Wt = param<"w", f32, shape<dyn, dyn>>;
+  using B = param<"b", f32, shape<dyn>>;
+  using E = decltype(gelu(linear(X{}, Wt{}, B{})));
+  constexpr explanation e = explain_type<E>();
+  static_assert(e.kernels == 1 && e.matmul_kernels == 1, "the bias and gelu are the matmul's epilogue");
+  static_assert(e.buffers == 0, "nothing in between is materialised");
+  for (const std::array<index_t, 3>& mkn : {std::array<index_t, 3>{1, 1, 1}, {7, 17, 5}, {33, 64, 129}, {130, 40, 17}}) {
+    const index_t m = mkn[0], k = mkn[1], n = mkn[2];  // not a structured binding: INFO captures them
+    INFO(m << " x " << k << " x " << n);
+    cpu::stats() = {};
+    CHECK(kt::cpu_vs_eager(E{}, {{"x", kt::rand<float, 2>({m, k})}, {"w", kt::rand<float, 2>({n, k}, -0.3, 0.3)},
+                                 {"b", kt::rand<float, 1>({n})}}) <= 1e-4);
+    CHECK(cpu::stats().fused == 3);
+  }
+}
+
+TEST_CASE("transposed and strided operands, residuals, outputs of the product itself") {
+  using A = input<"a", f32, shape<dyn, 23>>;
+  using Bm = input<"b", f32, shape<23, dyn>>;
+  auto a = kt::rand<float, 2>({19, 23});
+  auto b = kt::rand<float, 2>({23, 19});
+  const std::initializer_list<feed> f = {{"a", a}, {"b", b}};
+  CHECK(kt::cpu_vs_eager(matmul(transpose(A{}), transpose(Bm{})), f) <= 1e-4);
+  CHECK(kt::cpu_vs_eager(matmul(A{}, Bm{}) + transpose(matmul(transpose(Bm{}), transpose(A{}))), f) <= 1e-4);
+  CHECK(kt::cpu_vs_eager(matmul(slice<1, 1, 23, 2>(A{}), slice<0, 0, 11>(Bm{})), f) <= 1e-4);
+  // the product is an output and feeds an epilogue; a residual add; a cast epilogue (the
+  // product then needs memory of its own)
+  CHECK(kt::cpu_vs_eager(outputs(matmul(A{}, Bm{}), tanh(matmul(A{}, Bm{})) + 1.0f), f) <= 1e-4);
+  using Sq = input<"s", f32, shape<dyn, 19>>;
+  auto sq = kt::rand<float, 2>({19, 19});
+  CHECK(kt::cpu_vs_eager(relu(matmul(Sq{}, Sq{})) + Sq{}, {{"s", sq}}) <= 1e-4);
+  CHECK(kt::cpu_vs_eager(cast<bf16>(matmul(A{}, Bm{}) * 0.5f), f) <= 1e-2);
+  // bound tensors that are transposed views
+  CHECK(kt::cpu_vs_eager(matmul(a, a.transpose()) - 1.0f, {}) <= 1e-4);
+}
+
+TEST_CASE("batched products with broadcast batch axes") {
+  auto check = [](auto a, auto b) {
+    INFO(to_string(a.any().shape()) << " x " << to_string(b.any().shape()));
+    CHECK(kt::cpu_vs_eager(exp(matmul(a, b) * 0.1f), {}) <= 1e-4);
+  };
+  check(kt::rand<float, 4>({2, 3, 5, 7}), kt::rand<float, 3>({3, 7, 4}));
+  check(kt::rand<float, 3>({1, 5, 7}), kt::rand<float, 3>({4, 7, 6}));
+  check(kt::rand<float, 3>({4, 5, 7}), kt::rand<float, 2>({7, 6}));
+  check(kt::rand<float, 2>({5, 7}), kt::rand<float, 4>({2, 2, 7, 3}));
+  check(kt::rand<float, 4>({2, 1, 3, 7}), kt::rand<float, 4>({1, 3, 7, 2}));
+}
+
+TEST_CASE_TEMPLATE("every matmul dtype", T, double, bfloat16, std::int32_t, std::int64_t) {
+  constexpr dtype D = dtype_of<T>;
+  using A = input<"a", D, shape<dyn, 13>>;
+  using B = input<"b", D, shape<13, dyn>>;
+  using C = input<"c", D, shape<dyn>>;
+  auto a = kt::rand<T, 2>({9, 13}, -4, 4);
+  auto b = kt::rand<T, 2>({13, 11}, -4, 4);
+  auto c = kt::rand<T, 1>({11}, -4, 4);
+  const double tol = std::is_same_v<T, double> ? 1e-13 : std::is_same_v<T, bfloat16> ? 1e-2 : 0;
+  CHECK(kt::cpu_vs_eager(matmul(A{}, B{}) + C{}, {{"a", a}, {"b", b}, {"c", c}}) <= tol);
+  CHECK(kt::cpu_vs_eager(max(matmul(A{}, B{}), C{}), {{"a", a}, {"b", b}, {"c", c}}) <= tol);
+}
+
+TEST_CASE("empty products: k = 0 gives zeros (and the epilogue of zeros), m = 0 nothing") {
+  using A = input<"a", f32, shape<dyn, dyn>>;
+  using B = input<"b", f32, shape<dyn, dyn>>;
+  CHECK(kt::cpu_vs_eager(matmul(A{}, B{}) + 1.0f, {{"a", tensor<float, 2>({4, 0})}, {"b", tensor<float, 2>({0, 3})}}) == 0);
+  CHECK(kt::cpu_vs_eager(matmul(A{}, B{}) + 1.0f, {{"a", tensor<float, 2>({0, 5})}, {"b", kt::rand<float, 2>({5, 3})}}) == 0);
+}
+
+TEST_CASE("an MLP forward: three matmul kernels with their epilogues, buffers reused") {
+  auto x = input<"x", f32, shape<dyn, 784>>{};
+  auto h1 = relu(linear(x, param<"w1", f32, shape<256, 784>>{}, param<"b1", f32, shape<256>>{}));
+  auto h2 = gelu(linear(h1, param<"w2", f32, shape<128, 256>>{}, param<"b2", f32, shape<128>>{}));
+  auto y = softmax(linear(h2, param<"w3", f32, shape<10, 128>>{}, param<"b3", f32, shape<10>>{}));
+  constexpr explanation e = explain_type<decltype(y)>();
+  static_assert(e.kernels == 4 && e.matmul_kernels == 3 && e.reduction_kernels == 1);
+  for (index_t batch : {1, 16, 67}) {
+    INFO("batch " << batch);
+    cpu::stats() = {};
+    CHECK(kt::cpu_vs_eager(y, {{"x", kt::rand<float, 2>({batch, 784})},
+                               {"w1", kt::rand<float, 2>({256, 784}, -0.05, 0.05)},
+                               {"b1", kt::rand<float, 1>({256})},
+                               {"w2", kt::rand<float, 2>({128, 256}, -0.1, 0.1)},
+                               {"b2", kt::rand<float, 1>({128})},
+                               {"w3", kt::rand<float, 2>({10, 128})},
+                               {"b3", kt::rand<float, 1>({10})}}) <= 1e-4);
+    CHECK(cpu::stats().fused == 12);
+  }
+}

@@ -1,0 +1,124 @@
+// CPU backend, row (reduction) kernels: sum, mean, max, min and var over every axis subset,
+// rows that are not multiples of the vector width, reductions over non-innermost axes
+// (lanes across the kept axis), softmax, log_softmax, layer_norm and cross_entropy as single
+// kernels with large-magnitude inputs, empty reductions, and 1 thread against several.
+#include "cpu_support.hpp"
+
+using namespace kiln;
+
+TEST_CASE_TEMPLATE("reductions over every axis subset of a rank-3 tensor", T, float, double) {
+  constexpr dtype D = dtype_of<T>;
+  using X = input<"x", D, shape<dyn, 5, 13>>;
+  for (index_t n : {1, 3}) {
+    const std::initializer_list<feed> f = {{"x", kt::rand<T, 3>({n, 5, 13})}};
+    CHECK(kt::cpu_vs_eager(outputs(sum<0>(X{}), sum<1>(X{}, keepdim), sum<2>(X{}), sum<0, 1>(X{}), sum<0, 2>(X{}, keepdim),
+                                   sum<1, 2>(X{}), sum(X{})),
+                           f) <= 1e-6);
+    CHECK(kt::cpu_vs_eager(outputs(max<0>(X{}), min<1>(X{}, keepdim), max<2>(X{}), min<0, 2>(X{}), max(X{})), f) == 0);
+    CHECK(kt::cpu_vs_eager(outputs(mean<1, 2>(X{}), mean<0>(X{}, keepdim), var<2>(X{}), var<0, 1>(X{}, keepdim)), f) <= 1e-6);
+  }
+}
+
+TEST_CASE("long rows: float sums accumulate in double lanes, every length and tail") {
+  using X = input<"x", f32, shape<dyn, dyn>>;
+  for (index_t len : {1, 7, 17, 1023, 4097, 40001}) {
+    INFO("row length " << len);
+    auto x = kt::rand<float, 2>({3, len}, -1, 3);
+    CHECK(kt::cpu_vs_eager(outputs(sum<1>(X{}), mean<1>(X{}, keepdim), max<1>(X{}), min<1>(X{})), {{"x", x}}) <= 1e-6);
+    CHECK(kt::cpu_vs_eager(var<1>(X{}), {{"x", x}}) <= 1e-5);
+  }
+  // 1e8 and many ones: a float accumulator would lose them
+  tensor<float, 2> big({1, 1001});
+  big(0, 0) = 1e8f;
+  for (index_t i = 1; i < 1001; ++i) big(0, i) = 1.0f;
+  const auto s = sum<1>(X{});
+  tensor<float, 1> got(cpu::run_schedule<plan<decltype(s)>::schedule>(kt::leaves_of(s, {{"x", big}}))[0]);
+  CHECK(got(0) == 1e8f + 1000.0f);
+}
+
+TEST_CASE("reductions over non-innermost axes run with lanes across the kept axis") {
+  using X = input<"x", f32, shape<dyn, dyn, dyn>>;
+  for (auto shape : {std::array<index_t, 3>{37, 3, 19}, std::array<index_t, 3>{2, 1, 1}, std::array<index_t, 3>{5, 40, 33}}) {
+    auto x = kt::rand<float, 3>(shape);
+    CHECK(kt::cpu_vs_eager(outputs(sum<0>(X{}), max<1>(X{}, keepdim), mean<0, 1>(X{}), min<0>(X{})), {{"x", x}}) <= 1e-6);
+    CHECK(kt::cpu_vs_eager(softmax<0>(X{}), {{"x", x}}) <= 1e-5);
+    CHECK(kt::cpu_vs_eager(log_softmax<1>(X{}) * 2, {{"x", x}}) <= 1e-5);
+  }
+  // a strided (transposed) input
+  using Y = input<"y", f64, shape<dyn, 9>>;
+  auto y = kt::rand<double, 2>({11, 9});
+  CHECK(kt::cpu_vs_eager(sum<1>(transpose(Y{})) + max<0>(Y{}), {{"y", y}}) <= 1e-14);
+}
+
+TEST_CASE("softmax, log_softmax and layer_norm are one kernel each and stable at 3e4") {
+  using X = input<"x", f32, shape<dyn, dyn>>;
+  using G = input<"g", f32, shape<dyn>>;
+  using B = input<"b", f32, shape<dyn>>;
+  static_assert(plan<decltype(softmax(X{}))>::schedule.kernels.size() == 1);
+  static_assert(plan<decltype(layer_norm(X{}, G{}, B{}))>::schedule.kernels.size() == 1);
+  for (index_t len : {1, 5, 33, 1000, 4099}) {
+    INFO("row length " << len);
+    for (double scale : {1.0, 3e4}) {
+      auto x = kt::rand<float, 2>({6, len}, -scale, scale);
+      auto g = kt::rand<float, 1>({len});
+      auto b = kt::rand<float, 1>({len});
+      cpu::stats() = {};
+      CHECK(kt::cpu_vs_eager(softmax(X{}), {{"x", x}}) <= 1e-5);
+      CHECK(kt::cpu_vs_eager(log_softmax(X{}), {{"x", x}}) <= 1e-5);
+      CHECK(kt::cpu_vs_eager(layer_norm(X{}, G{}, B{}), {{"x", x}, {"g", g}, {"b", b}}) <= 1e-4);
+      CHECK(cpu::stats().kernels == 9);
+      CHECK(cpu::stats().fused == 9);
+    }
+  }
+  using Z = input<"z", f64, shape<dyn, 3, 8>>;
+  auto z = kt::rand<double, 3>({4, 3, 8}, -500, 500);
+  CHECK(kt::cpu_vs_eager(layer_norm(Z{}, param<"g", f64, shape<3, 8>>{}, param<"b", f64, shape<3, 8>>{}, 1e-3),
+                         {{"z", z}, {"g", kt::rand<double, 2>({3, 8})}, {"b", kt::rand<double, 2>({3, 8})}}) <= 1e-12);
+}
+
+TEST_CASE("cross_entropy with large logits, i32 and i64 labels") {
+  using Z = input<"z", f32, shape<dyn, dyn>>;
+  for (index_t classes : {3, 10, 1001}) {
+    auto z = kt::rand<float, 2>({9, classes}, -3e4, 3e4);
+    tensor<std::int64_t, 1> y({9});
+    tensor<int, 1> y32({9});
+    for (index_t i = 0; i < 9; ++i) y32(i) = static_cast<int>(y(i) = (i * 7 + 3) % classes);
+    CHECK(kt::cpu_vs_eager(cross_entropy(Z{}, input<"y", i64, shape<dyn>>{}), {{"z", z}, {"y", y}}) <= 1e-4);
+    CHECK(kt::cpu_vs_eager(cross_entropy(Z{}, input<"y", i32, shape<dyn>>{}), {{"z", z}, {"y", y32}}) <= 1e-4);
+  }
+}
+
+TEST_CASE("integer, bool and bf16 reductions") {
+  using N = input<"n", i64, shape<dyn, 7>>;
+  tensor<std::int64_t, 2> n({5, 7});
+  for (index_t i = 0; i < n.numel(); ++i) n.data()[i] = (i % 2 ? 1 : -1) * (std::numeric_limits<std::int64_t>::max() / 3 + i);
+  CHECK(kt::cpu_vs_eager(outputs(sum<1>(N{}), sum<0>(N{}), max<1>(N{}), min<0>(N{})), {{"n", n}}) == 0);  // wraps
+  using P = input<"p", boolean, shape<dyn, 7>>;
+  auto p = kt::rand<bool, 2>({5, 7});
+  CHECK(kt::cpu_vs_eager(outputs(sum<1>(P{}), max<0>(P{}), min<1>(P{})), {{"p", p}}) == 0);
+  using H = input<"h", bf16, shape<dyn, 33>>;
+  CHECK(kt::cpu_vs_eager(outputs(sum<1>(H{}), max<1>(H{}), softmax(H{})), {{"h", kt::rand<bfloat16, 2>({4, 33})}}) <= 1e-2);
+}
+
+TEST_CASE("empty reductions: sums of nothing are 0, max of nothing is an error") {
+  using X = input<"x", f32, shape<dyn, 4>>;
+  tensor<float, 2> e({0, 4});
+  CHECK(kt::cpu_vs_eager(outputs(sum<0>(X{}), mean<0>(X{}), sum<1>(X{})), {{"x", e}}) == 0);
+  const auto m = max<0>(X{});
+  CHECK_THROWS_WITH_AS(cpu::run_schedule<plan<decltype(m)>::schedule>(kt::leaves_of(m, {{"x", e}})),
+                       "kiln: amax: shape [0, 4] cannot be reduced over an axis of extent 0", shape_error);
+  tensor<float, 2> wide({3, 0});
+  CHECK(kt::cpu_vs_eager(outputs(sum<1>(X{} * 2), softmax(X{})), {{"x", tensor<float, 2>({0, 4})}}) == 0);
+  using Y = input<"y", f32, shape<dyn, dyn>>;
+  CHECK(kt::cpu_vs_eager(outputs(sum<1>(Y{}), mean<1>(Y{})), {{"y", wide}}) == 0);
+}
+
+TEST_CASE("epilogue on the reduced space and scalar leaves inside row kernels") {
+  using X = input<"x", f32, shape<dyn, 65>>;
+  auto x = kt::rand<float, 2>({17, 65});
+  // sum / count * scalar, stored per row; and a full-space epilogue reading two reductions
+  CHECK(kt::cpu_vs_eager(outputs(sum<1>(X{}) / 65.0f * 3.0f, X{} * max<1>(X{}, keepdim) - mean<1>(X{}, keepdim)),
+                         {{"x", x}}) <= 1e-5);
+  constexpr explanation e = explain_type<decltype(X{} * max<1>(X{}, keepdim) - mean<1>(X{}, keepdim))>();
+  static_assert(e.kernels == 1, "two reductions of x and their epilogue: one row kernel");
+}
