@@ -15,7 +15,6 @@
 // (SkylakeX with AVX-512, Haswell with AVX2), with the other variables of ensure_env, and
 // starts the program again, so a bare `bench_cpu` measures the same thing as bench/run.sh.
 #include <benchmark/benchmark.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -24,25 +23,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <fstream>
 #include <functional>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "bench_main.hpp"
 #include "cpu_common.hpp"
 
 namespace kb {
 namespace {
-
-struct options {
-  bool quick = false;
-  int threads = 2;
-  int reps = 5;
-  double min_time = 0.3;
-  unsigned long long seed = 0;
-  i64 stream_mib = 0;  // size of each stream array; 0: 512 MiB (64 MiB with --quick)
-};
 
 // ---- the workloads --------------------------------------------------------------------------
 
@@ -97,18 +86,6 @@ std::vector<spec> specs(bool quick) {
           make_spec(kind::mlp, 256, 0, 0)};
 }
 
-// splitmix64: fast, and good enough to fill buffers with uniform floats in [lo, hi).
-void fill(fbuf& b, unsigned long long seed, float lo, float hi) {
-  unsigned long long s = seed;
-  for (i64 i = 0; i < b.size(); ++i) {
-    unsigned long long z = (s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    z ^= z >> 31;
-    b.data()[i] = lo + (hi - lo) * static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
-  }
-}
-
 std::unique_ptr<workload> make_workload(const spec& s, unsigned long long seed) {
   auto w = std::make_unique<workload>();
   w->name = s.name;
@@ -157,20 +134,6 @@ std::unique_ptr<workload> make_workload(const spec& s, unsigned long long seed) 
   return w;
 }
 
-/// max_i |y_i - ref_i| / max_i |ref_i|: the error relative to the result's scale (an
-/// elementwise relative error is meaningless where ref_i is near zero, as gelu of negatives
-/// and entries of a matmul are). Not finite (NaN, inf) is reported as 1e30.
-double rel_error(const float* y, const float* ref, i64 n) {
-  double diff = 0, scale = 0;
-  for (i64 i = 0; i < n; ++i) {
-    const double d = std::fabs(static_cast<double>(y[i]) - static_cast<double>(ref[i]));
-    if (!(d <= diff)) diff = std::isnan(d) ? INFINITY : d;
-    scale = std::max(scale, std::fabs(static_cast<double>(ref[i])));
-  }
-  const double e = diff / std::max(scale, 1e-30);
-  return std::isfinite(e) ? e : 1e30;
-}
-
 // ---- what is set up, one workload and one runner at a time ----------------------------------
 
 options opt;
@@ -187,10 +150,6 @@ struct current {
   double err = 0;
   std::unique_ptr<stream_arrays> stream;
 } cur;
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 workload& use_workload(int s) {
   if (cur.spec == s) return *cur.w;
@@ -301,14 +260,6 @@ void bench_stream(benchmark::State& st, bool triad) {
   st.SetLabel("GB/s");
 }
 
-void bench_fma(benchmark::State& st) {
-  double flops = 0;
-  for (auto _ : st) flops = fma_loop(opt.threads);
-  st.counters["amount"] = flops;
-  st.counters["threads"] = opt.threads;
-  st.SetLabel("GFLOP/s");
-}
-
 // The limits are measured at the start, after each workload and at the end, and the report
 // takes the best: on a machine shared with other work, one measurement can fall in a busy
 // moment and make every fraction of it too high.
@@ -318,86 +269,7 @@ void register_limits(const std::string& when) {
       ->UseRealTime()->Unit(benchmark::kMillisecond)->Repetitions(opt.reps)->MinTime(min_time);
   benchmark::RegisterBenchmark(("limit_stream/triad@" + when).c_str(), bench_stream, true)
       ->UseRealTime()->Unit(benchmark::kMillisecond)->Repetitions(opt.reps)->MinTime(min_time);
-  benchmark::RegisterBenchmark(("limit_flops/fma@" + when).c_str(), bench_fma)
-      ->UseRealTime()->Unit(benchmark::kMillisecond)->Repetitions(opt.reps)->MinTime(min_time);
-}
-
-// ---- environment ----------------------------------------------------------------------------
-
-std::string cpuinfo_field(const char* key) {
-  std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind(key, 0) == 0) {
-      const auto colon = line.find(':');
-      return colon == std::string::npos ? "" : line.substr(colon + 2);
-    }
-  return "";
-}
-
-bool has_flag(const std::string& flags, const char* f) {
-  std::istringstream in(flags);
-  std::string w;
-  while (in >> w)
-    if (w == f) return true;
-  return false;
-}
-
-// The environment the peers run best in. OpenBLAS and libgomp read it when they are loaded,
-// before main, so a missing variable is set and the program started again:
-// - OPENBLAS_CORETYPE: Debian's OpenBLAS 0.3.21 falls back to SSE3 kernels on these Xeons;
-// - OPENBLAS_NUM_THREADS, KILN_NUM_THREADS: the thread count of the OpenBLAS and kiln rows;
-// - OMP_WAIT_POLICY=passive: libgomp's default spins a worker for a while after each parallel
-//   region; when a GEMM on OpenBLAS's own threads follows (libtorch's addmm then gelu_, the
-//   openblas and xtensor rows' epilogues) the spinning thread takes one of the two cores, and
-//   those rows ran 10-15x slower (measured: mlp_b16 openblas 24 ms, 2.4 ms passive);
-// - ATEN_CPU_CAPABILITY=avx512: libtorch 1.13 picks its AVX2 kernels on AVX-512 machines.
-void ensure_env(char** argv) {
-  if (std::getenv("KILN_BENCH_RESTARTED")) return;
-  bool restart = false;
-  auto set = [&](const char* var, const std::string& value) {
-    if (std::getenv(var) || value.empty()) return;
-    setenv(var, value.c_str(), 1);
-    std::fprintf(stderr, "bench_cpu: %s=%s\n", var, value.c_str());
-    restart = true;
-  };
-  const std::string flags = cpuinfo_field("flags");
-  set("OPENBLAS_CORETYPE", has_flag(flags, "avx512f") ? "SkylakeX" : has_flag(flags, "avx2") ? "Haswell" : "");
-  set("OPENBLAS_NUM_THREADS", std::to_string(opt.threads));
-  set("KILN_NUM_THREADS", std::to_string(opt.threads));
-  set("OMP_WAIT_POLICY", "passive");
-  const bool avx512 = has_flag(flags, "avx512f") && has_flag(flags, "avx512bw") && has_flag(flags, "avx512vl") &&
-                      has_flag(flags, "avx512dq");
-  set("ATEN_CPU_CAPABILITY", avx512 ? "avx512" : "");
-  if (!restart) return;
-  setenv("KILN_BENCH_RESTARTED", "1", 1);
-  std::fprintf(stderr, "bench_cpu: starting again with that environment\n");
-  execv("/proc/self/exe", argv);
-  std::perror("bench_cpu: execv");  // carry on as it is
-}
-
-bool parse(int& argc, char** argv) {
-  int out = 1;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&](const char* key) -> const char* {
-      const std::size_t n = std::strlen(key);
-      return a.compare(0, n, key) == 0 ? argv[i] + n : nullptr;
-    };
-    if (a == "--quick") opt.quick = true;
-    else if (const char* v = value("--threads=")) opt.threads = std::max(1, std::atoi(v));
-    else if (const char* v = value("--reps=")) opt.reps = std::max(1, std::atoi(v));
-    else if (const char* v = value("--min-time=")) opt.min_time = std::atof(v);
-    else if (const char* v = value("--seed=")) opt.seed = std::strtoull(v, nullptr, 10);
-    else if (const char* v = value("--stream-mib=")) opt.stream_mib = std::max(1, std::atoi(v));
-    else if (a == "--help" || a == "-h") {
-      std::printf("bench_cpu [--quick] [--threads=N] [--reps=N] [--min-time=S] [--seed=N] [--stream-mib=N]\n"
-                  "          [--benchmark_...]\n");
-      return false;
-    } else argv[out++] = argv[i];
-  }
-  argc = out;
-  return true;
+  register_fma_limit(when, opt);
 }
 
 }  // namespace
@@ -406,12 +278,9 @@ bool parse(int& argc, char** argv) {
 int main(int argc, char** argv) {
   using namespace kb;
   std::vector<char*> original(argv, argv + argc + 1);  // for the restart, before parse() edits argv
-  if (!parse(argc, argv)) return 0;
-  ensure_env(original.data());
-  if (opt.quick) opt.reps = std::min(opt.reps, 2), opt.min_time = std::min(opt.min_time, 0.05);
-  if (opt.seed == 0)
-    opt.seed = static_cast<unsigned long long>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
-               static_cast<unsigned long long>(getpid());
+  if (!parse(argc, argv, opt, "bench_cpu")) return 0;
+  ensure_env(original.data(), opt.threads, "bench_cpu");
+  settle(opt);
 
   impls = {&kiln_eager_impl, &hand_fused_impl};
 #ifdef KILN_BENCH_HAVE_EIGEN
@@ -450,29 +319,9 @@ int main(int argc, char** argv) {
     register_limits(s + 1 < static_cast<int>(all_specs.size()) ? "after_" + sp.name : "end");
   }
 
-  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
-  benchmark::AddCustomContext("suite", "cpu");
-  benchmark::AddCustomContext("quick", opt.quick ? "true" : "false");
-  benchmark::AddCustomContext("threads", std::to_string(opt.threads));
-  benchmark::AddCustomContext("seed", std::to_string(opt.seed));
-  benchmark::AddCustomContext("cpu_model", cpuinfo_field("model name"));
-  benchmark::AddCustomContext("simd", simd_arch());
-  benchmark::AddCustomContext("openblas_coretype", openblas_corename());
-  benchmark::AddCustomContext("openblas_coretype_env", coretype ? coretype : "(unset)");
-  const char* wait = std::getenv("OMP_WAIT_POLICY");
-  benchmark::AddCustomContext("omp_wait_policy", wait ? wait : "(unset)");
-#ifdef KILN_BENCH_HAVE_TORCH
-  benchmark::AddCustomContext("libtorch_cpu_capability", torch_cpu_capability());
-#endif
-  benchmark::AddCustomContext("openblas_config", openblas_config());
+  add_common_context("cpu", opt);
   benchmark::AddCustomContext("stream_array_bytes", std::to_string(stream_floats() * 4));
   benchmark::AddCustomContext("skipped", skipped);
-  {
-    std::ifstream f("/proc/loadavg");
-    std::string load;
-    std::getline(f, load);
-    benchmark::AddCustomContext("loadavg_at_start", load);
-  }
   std::fprintf(stderr, "bench_cpu: %d threads, OpenBLAS core %s, xsimd %s, seed %llu%s\n", opt.threads,
                openblas_corename(), simd_arch(), opt.seed, opt.quick ? ", quick" : "");
   std::fprintf(stderr, "bench_cpu: %d workload/impl pairs not measured (listed in the report)\n",

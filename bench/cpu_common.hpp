@@ -86,7 +86,7 @@ extern const impl eigen_impl;       // peers_eigen.cpp
 extern const impl xtensor_impl;     // peers_xtensor.cpp
 extern const impl libtorch_impl;    // peers_torch.cpp
 extern const impl kiln_eager_impl;  // kiln_rows.cpp
-extern const impl kiln_cpu_impl;    // kiln_rows.cpp (not available until the CPU backend lands)
+extern const impl kiln_cpu_impl;    // kiln_rows.cpp (the CPU backend, kiln::compile)
 
 // Physical limits (cpu_hand.cpp), timed by bench_cpu.cpp.
 struct stream_arrays {

@@ -2,8 +2,7 @@
 // expression on named placeholders (extents `dyn`, so that --quick can shrink them) plus the
 // feeds that bind the shared inputs by name. kiln-eager runs it with kiln::eval (the eager
 // reference backend, one node at a time, single-threaded); its output is what every other row
-// is compared with. kiln (the CPU backend) is a hook that reports "not available" until the
-// backend exists: see cpu_backend below.
+// is compared with. kiln is the CPU backend (kiln::compile, the fused plan): see cpu_backend below.
 #include <kiln/kiln.hpp>
 
 #include <array>
@@ -50,18 +49,15 @@ std::unique_ptr<runner> make_runner(Fn f) {
 
 enum class backend { eager, cpu };
 
-// ---- kiln cpu: the hook ---------------------------------------------------------------------
-// To plug the CPU backend in: set cpu_built to true and return the runner in cpu_backend (the
-// TODO line, with kiln::compile(expr, kiln::cpu) as the API settles; `bind(run)` calls
-// run(feeds) with the workload's inputs bound by name, and the runner keeps the tensor it
-// returns, as the eager line in pick() does). Its thread count is KILN_NUM_THREADS, which
-// bench_cpu and bench/run.sh set to the suite's --threads. While cpu_built is false, the kiln
-// rows are reported as not available and skipped.
-constexpr bool cpu_built = false;
+// ---- kiln cpu ------------------------------------------------------------------------------
+// The CPU backend: kiln::compile(e) (kiln::cpu::backend) freezes the expression's plan at compile
+// time; the runner holds the compiled object and calls it with the workload's inputs bound by
+// name, as the eager line in pick() does, keeping the tensor it returns. Its thread count is
+// KILN_NUM_THREADS, which bench_cpu and bench/run.sh set to the suite's --threads.
+constexpr bool cpu_built = true;
 template <class E, class Bind>
-std::unique_ptr<runner> cpu_backend(const E&, Bind) {
-  // TODO(issue 4): return make_runner([fn = compile(e, cpu), bind] { return bind([&](feeds f) { return fn(f); }); });
-  return nullptr;
+std::unique_ptr<runner> cpu_backend(const E& e, Bind bind) {
+  return make_runner([fn = kiln::compile(e), bind] { return bind([&fn](feeds f) { return fn(f); }); });
 }
 constexpr const char* cpu_missing =
     "not available: the CPU backend, kiln::compile(expr, kiln::cpu), is not built yet";
@@ -69,7 +65,7 @@ constexpr const char* cpu_missing =
 template <class E, class Bind>
 std::unique_ptr<runner> pick(backend be, const E& e, Bind bind) {
   if (be == backend::cpu) return cpu_backend(e, bind);
-  return make_runner([e, bind] { return bind([&e](feeds f) { return kiln::eval(e, f); }); });
+  return make_runner([e, bind] { return bind([&e](feeds f) { return kiln::eval(e, f, kiln::eager::backend); }); });
 }
 
 std::unique_ptr<runner> make(backend be, const workload& w) {

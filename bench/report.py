@@ -52,7 +52,8 @@ def summarise(ctx, groups):
     for (workload, impl), g in groups.items():
         b, secs = g["bench"], g["seconds"]
         med = statistics.median(secs)
-        rate = b["amount"] / med / 1e9
+        # rate_scale: 1e9 (GB/s, GFLOP/s) unless the benchmark says otherwise (train: 1, samples/s)
+        rate = b["amount"] / med / b.get("rate_scale", 1e9)
         entry = {
             "workload": workload,
             "impl": impl,
@@ -147,12 +148,17 @@ def markdown(suite, ctx, rows, limits, limit_for, quick, errors):
                    f"{'; '.join(parts)}")
     gbs, gbs_name = limit_for["GB/s"]
     gfs, _ = limit_for["GFLOP/s"]
-    out.append(f"- fraction of limit: GB/s rows / {fmt(gbs, '.1f')} GB/s (best stream: {gbs_name}); "
-               f"GFLOP/s rows / {fmt(gfs, '.1f')} GFLOP/s (register-only FMA loop); rows use their median")
-    out.append("- GB/s counts the bytes a workload must move (inputs read once, output written once); "
-               "vs = seconds / seconds of the reference impl named; "
-               "rel_error = max|y - eager| / max|eager| on the same inputs"
-               + (f" (tolerance {tolerances}; bold: above it)" if tolerances else ""))
+    if "data" in ctx:
+        out.append(f"- data: {ctx['data']}")
+    if "rel_error_note" in ctx:  # a suite that explains its rates and errors itself (train)
+        out.append(f"- {ctx['rel_error_note']}" + (f" (tolerance {tolerances}; bold: above it)" if tolerances else ""))
+    else:
+        out.append(f"- fraction of limit: GB/s rows / {fmt(gbs, '.1f')} GB/s (best stream: {gbs_name}); "
+                   f"GFLOP/s rows / {fmt(gfs, '.1f')} GFLOP/s (register-only FMA loop); rows use their median")
+        out.append("- GB/s counts the bytes a workload must move (inputs read once, output written once); "
+                   "vs = seconds / seconds of the reference impl named; "
+                   "rel_error = max|y - eager| / max|eager| on the same inputs"
+                   + (f" (tolerance {tolerances}; bold: above it)" if tolerances else ""))
     out.append("")
     out.append("| workload | impl | median ms | min-max ms | rate | of limit | vs | rel_error |")
     out.append("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
@@ -169,7 +175,7 @@ def markdown(suite, ctx, rows, limits, limit_for, quick, errors):
     failed = [r for r in rows if r.get("within_tolerance") is False]
     if failed:
         out.append("")
-        out.append("Outside the tolerance against kiln eager: " +
+        out.append(("Outside the tolerance: " if "rel_error_note" in ctx else "Outside the tolerance against kiln eager: ") +
                    ", ".join(f"{r['workload']}/{r['impl']}" for r in failed))
     if errors:
         out.append("")
@@ -204,26 +210,36 @@ def plot(path, suite, ctx, rows, limit_for, quick):
     fig, ax = plt.subplots(figsize=(max(10, 1.5 * len(workloads) + 2), 6))
     cell = {(r["workload"], r["impl"]): r for r in rows}
     width = 0.8 / max(1, max(sum((w, i) in cell for i in impls) for w in workloads))
-    top, drawn = 1.05, set()
+    # where no row has a physical limit (train's samples/s), the bars are the rates themselves
+    rates = all(r["fraction_of_limit"] is None for r in rows)
+    key = "rate" if rates else "fraction_of_limit"
+    top, drawn = 0 if rates else 1.05, set()
     for i, w in enumerate(workloads):
-        present = [impl for impl in impls if (w, impl) in cell and cell[(w, impl)]["fraction_of_limit"] is not None]
+        present = [impl for impl in impls if (w, impl) in cell and cell[(w, impl)][key] is not None]
         for j, impl in enumerate(present):  # the bars of a workload side by side, centred on it
             x = i + width * (j - (len(present) - 1) / 2)
-            y = cell[(w, impl)]["fraction_of_limit"]
+            y = cell[(w, impl)][key]
             ax.bar(x, y, width, color=colors.get(impl), label=None if impl in drawn else impl)
             drawn.add(impl)
             top = max(top, y)
-            ax.text(x, y + 0.01, f"{y:.0%}" if y >= 0.01 else f"{y:.1%}", ha="center", va="bottom",
-                    fontsize=6, rotation=90)
-    ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+            text = (f"{y:.0f}" if y >= 100 else f"{y:.3g}") if rates else f"{y:.0%}" if y >= 0.01 else f"{y:.1%}"
+            ax.text(x, y + 0.01 * (top if rates else 1), text, ha="center", va="bottom", fontsize=6, rotation=90)
+    if not rates:
+        ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
     ax.set_xticks(range(len(workloads)))
     ax.set_xticklabels(workloads, rotation=20, ha="right", fontsize=8)
     ax.set_ylim(0, top * 1.15)
-    ax.set_ylabel("fraction of the physical limit (higher is better)")
     gbs, _ = limit_for["GB/s"]
     gfs, _ = limit_for["GFLOP/s"]
-    ax.set_title(f"kiln '{suite}' suite{' (quick)' if quick else ''}: memory-bound rows vs stream "
-                 f"{fmt(gbs, '.1f')} GB/s, GEMM rows vs FMA peak {fmt(gfs, '.0f')} GFLOP/s\n"
+    if rates:
+        unit = rows[0]["rate_unit"]
+        ax.set_ylabel(f"{unit} (higher is better)")
+        what = f"median {unit}, no physical limit applies"
+    else:
+        ax.set_ylabel("fraction of the physical limit (higher is better)")
+        what = (f"memory-bound rows vs stream {fmt(gbs, '.1f')} GB/s, GEMM rows vs FMA peak "
+                f"{fmt(gfs, '.0f')} GFLOP/s")
+    ax.set_title(f"kiln '{suite}' suite{' (quick)' if quick else ''}: {what}\n"
                  f"{ctx.get('cpu_model', '')}, {ctx.get('threads', '?')} threads, OpenBLAS "
                  f"{ctx.get('openblas_coretype', '?')}, {ctx.get('date', '')[:10]}, load average at start "
                  f"{' '.join(ctx.get('loadavg_at_start', '?').split()[:3])}", fontsize=10)

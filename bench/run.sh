@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs kiln's benchmark suites, and writes their results.
 #
-#   bench/run.sh                 every suite (today: cpu)
+#   bench/run.sh                 every suite (today: cpu, autodiff, train)
 #   bench/run.sh cpu             one suite
 #   bench/run.sh --quick [...]   small sizes, few repetitions: checks the plumbing in a minute;
 #                                results go to the build directory, not bench/results
@@ -12,7 +12,7 @@
 # Markdown table and writes bench/results/S.json (one object per workload and implementation),
 # S.md and S.png (fraction of the physical limit per workload and implementation).
 #
-# A new suite (autodiff, train) is a target bench_<suite> in bench/CMakeLists.txt whose
+# A new suite (train, ...) is a target bench_<suite> in bench/CMakeLists.txt whose
 # benchmarks follow bench/report.py's conventions, plus its name in `all_suites` below.
 #
 # Environment: BUILD_DIR (build-bench), JOBS (parallel compile jobs; nproc), KILN_BENCH_THREADS
@@ -23,7 +23,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-all_suites=(cpu)
+all_suites=(cpu autodiff train)
 
 quick=0
 suites=()

@@ -105,4 +105,25 @@ kiln::tensor<T, R> rand(const std::array<kiln::index_t, R>& shape, double lo = -
   }
 }
 
+/// Sizes that are not multiples of any vector width (tails), for pointwise tests.
+inline constexpr kiln::index_t sizes[] = {1, 7, 17, 1023, 40000};
+
+/// Tolerance of a pointwise result against the eager reference, by dtype.
+template <class T>
+constexpr double tol() {
+  if constexpr (std::is_same_v<T, double>) return 1e-13;
+  else if constexpr (std::is_same_v<T, kiln::bfloat16>) return 1e-2;  // one bf16 rounding step apart
+  else return 1e-5;
+}
+
+/// Runs a unary expression builder on a rank-1 dyn-extent input of every size.
+template <class T, class Build>
+void unary_sizes(Build build, double lo, double hi) {
+  using X = kiln::input<"x", kiln::dtype_of<T>, kiln::shape<kiln::dyn>>;
+  for (kiln::index_t n : sizes) {
+    INFO("n = " << n);
+    CHECK(cpu_vs_eager(build(X{}), {{"x", rand<T, 1>({n}, lo, hi)}}) <= tol<T>());
+  }
+}
+
 }  // namespace kt

@@ -144,8 +144,10 @@ TEST_CASE("MLP: the partition saves less than an autograd tape") {
   static_assert(e.saved.fixed < e.tape_bytes.fixed);
   static_assert(e.recomputed_nodes > 0);
   // the figures, as planned today (a change to fusion or partition that moves them should be
-  // looked at): 4 saved values, 4816 bytes, against 11808 bytes on a tape
-  static_assert(e.saved.fixed == 4816 && e.saved_values == 4 && e.tape_bytes.fixed == 11808);
+  // looked at): 5 values, 5456 bytes, kept from the forward's kernels for the backward-only
+  // kernels (pre-activations, activations, and the loss kernel's dlogits), against 9760 bytes
+  // on a tape
+  static_assert(e.saved.fixed == 5456 && e.saved_values == 5 && e.tape_bytes.fixed == 9760);
   MESSAGE("saved " << e.saved.fixed << " bytes in " << e.saved_values << " values (tape: " << e.tape_bytes.fixed
                    << " bytes), recomputed " << e.recomputed_nodes << " nodes, " << e.kernels << " kernels ("
                    << e.matmul_kernels << " matmul), peak scratch " << e.scratch.fixed << " bytes");

@@ -5,29 +5,9 @@
 
 using namespace kiln;
 
-namespace {
-
-constexpr index_t sizes[] = {1, 7, 17, 1023, 40000};
-
-/// Tolerance of a pointwise result against the eager reference, by dtype.
-template <class T>
-constexpr double tol() {
-  if constexpr (std::is_same_v<T, double>) return 1e-13;
-  else if constexpr (std::is_same_v<T, bfloat16>) return 1e-2;  // one bf16 rounding step apart
-  else return 1e-5;
-}
-
-/// Runs a unary expression builder on a rank-1 dyn-extent input of every size.
-template <class T, class Build>
-void unary_sizes(Build build, double lo, double hi) {
-  using X = input<"x", dtype_of<T>, shape<dyn>>;
-  for (index_t n : sizes) {
-    INFO("n = " << n);
-    CHECK(kt::cpu_vs_eager(build(X{}), {{"x", kt::rand<T, 1>({n}, lo, hi)}}) <= tol<T>());
-  }
-}
-
-}  // namespace
+using kt::sizes;
+using kt::tol;
+using kt::unary_sizes;
 
 TEST_CASE_TEMPLATE("binary ops and comparisons match eager with every broadcasting pattern", T, float, double, bfloat16,
                    std::int32_t, std::int64_t) {

@@ -140,9 +140,13 @@ void eval_into(const E& e, any_tensor& dest) {
 
 /// Evaluates an expression into a new tensor of its dtype and rank.
 template <expression E, backend_tag B = cpu::backend_t>
-auto eval(const E& e, std::initializer_list<feed> feeds = {}, B b = B{}) {
+auto eval(const E& e, std::span<const feed> feeds, B b = B{}) {
   if constexpr (E::shape.poisoned()) return any_tensor{};  // the mistake was reported where it was made
-  else return tensor<storage_t<E::dt>, E::shape.rank>(eval_any(e, feeds, b));
+  else return tensor<storage_t<E::dt>, E::shape.rank>(std::move(eval_all(e, feeds, b)[0]));
+}
+template <expression E, backend_tag B = cpu::backend_t>
+auto eval(const E& e, std::initializer_list<feed> feeds = {}, B b = B{}) {
+  return eval(e, std::span<const feed>(feeds.begin(), feeds.size()), b);
 }
 
 /// An expression compiled for a backend: call it with the tensors of its placeholders.

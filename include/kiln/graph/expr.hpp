@@ -98,6 +98,8 @@ struct named_leaf : ex::leaf_base<0, 0> {
   static_assert(Name.size() > 0 && Name.size() <= max_name, "kiln: placeholder names have 1 to 31 characters");
   static constexpr dtype dt = D;
   static constexpr dims shape = S::value;
+  static constexpr auto name = Name;  ///< the placeholder's name, a fixed_string
+  using shape_type = S;
   static constexpr node make() {
     node n = detail::make_node(O, D, shape);
     n.set_name(Name.view());

@@ -5,6 +5,9 @@
 //   - identities exact in floating point: x * 1, x / 1, x + (-0.0), x - (+0.0) (x + 0 and
 //     x - 0 only for integers, since -0.0 + 0.0 = +0.0), neg(neg x), casts to the same dtype,
 //     reshape of reshape, permute of permute, identity reshapes, permutes and broadcasts;
+//   - the transpose of a matmul that nothing else reads becomes the matmul of the transposes
+//     in the other order, (a b)^T = b^T a^T (the same products summed in the same order): a
+//     weight gradient is computed in the weight's layout, where its update can be fused;
 //   - broadcast simplification: an explicit broadcast feeding a pointwise op that would
 //     broadcast its operand to the same shape anyway is dropped;
 //   - common-subexpression elimination by hash-consing, with commutative operands in a
@@ -237,6 +240,15 @@ struct simplifier {
   }
 };
 
+/// Whether permute node n swaps its last two axes and keeps the others.
+constexpr bool swaps_last_two(const node& n) {
+  const int r = n.shape.rank;
+  if (r < 2) return false;
+  for (int i = 0; i < r - 2; ++i)
+    if (n.perm[i] != i) return false;
+  return n.perm[r - 2] == r - 1 && n.perm[r - 1] == r - 2;
+}
+
 /// One sweep: simplify, fold, hash-cons. Returns the new graph (dead nodes still in it).
 constexpr graph sweep(const graph& g) {
   builder b;
@@ -245,9 +257,27 @@ constexpr graph sweep(const graph& g) {
   simplifier s{b};
   cse_table table(g.nodes.size());
   cvec<int> to(g.nodes.size(), -1);
+  cvec<int> uses(g.nodes.size(), 0);  // readers, and 1 for being an output
+  for (const node& x : g.nodes)
+    for (int j = 0; j < x.nin(); ++j) ++uses[static_cast<std::size_t>(x.in[j])];
+  for (int o : g.outputs) ++uses[static_cast<std::size_t>(o)];
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     node n = g.nodes[i];
     for (int j = 0; j < n.nin(); ++j) n.in[j] = to[static_cast<std::size_t>(n.in[j])];
+    // the transpose of a product read nowhere else is the product of the transposes, in the
+    // other order: (a b)^T = b^T a^T (each element is the same sum of the same products).
+    // A weight gradient, permute(x^T g), becomes g^T x in the weight's own layout, so the
+    // optimizer's update can be the epilogue of the matmul that computes it.
+    if (n.o == op::permute && swaps_last_two(n)) {
+      const auto m = static_cast<std::size_t>(g.nodes[i].in[0]);
+      const node& mm = g.nodes[m];
+      if (mm.o == op::matmul && uses[m] == 1 && g.nodes[static_cast<std::size_t>(mm.in[0])].shape.rank >= 2 &&
+          g.nodes[static_cast<std::size_t>(mm.in[1])].shape.rank >= 2) {
+        const int ta = b.transpose(to[static_cast<std::size_t>(mm.in[0])]);
+        const int tb = b.transpose(to[static_cast<std::size_t>(mm.in[1])]);
+        n = b.with_inputs(builder::make(op::matmul, n.dt, n.shape), tb, ta);
+      }
+    }
     n = s.fold_constants(s.rewrite(n));
     if (const int r = s.replace(n); r >= 0) {
       to[i] = r;

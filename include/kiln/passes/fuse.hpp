@@ -8,10 +8,14 @@
 //     one kernel, and sibling reductions over the same input (mean and variance) share a pass;
 //   - a matmul takes its pointwise epilogue (bias, activation, residual add, cast);
 //   - views (reshape, permute, slice, broadcast) and element counts are not kernels: they
-//     change how a buffer is indexed. Their operand must then be materialised.
-// A node joins kernel k only if every other kernel it reads was created before k: a kernel then
-// only ever reads earlier kernels, which rules out cycles without a search. Each kernel
-// records its iteration space, the buffers it reads and writes, and their sizes in bytes.
+//     change how a buffer is indexed. Their operand must then be materialised;
+//   - a pointwise node computed from leaves alone (an optimizer's `decay * w`) opens no kernel:
+//     it is placed in the kernel of its first reader of the same shape (the matmul computing
+//     w's gradient), else in one of its own when something must read it from memory.
+// A node joins kernel k if every other kernel it reads was created before k (then no cycle can
+// form), or else if none of those kernels reads k, directly or through others (a search over
+// the kernels read). Each kernel records its iteration space, the buffers it reads and writes,
+// and their sizes in bytes.
 #pragma once
 
 #include <cstdint>
@@ -100,11 +104,13 @@ constexpr bool is_view(op o) {
 namespace detail {
 
 struct fuser {
+  static constexpr int deferred = -2;  ///< kernel_of of a pointwise node waiting for a reader
   const graph& g;
   cvec<int> kernel_of;
   cvec<kernel> kernels;
   cvec<cvec<int>> reads_from;  // per kernel: kernels whose outputs it reads
   cvec<int> row_kernels;        // kernels opened by a reduction over a buffer (sibling candidates)
+  cvec<char> backward;          // per kernel: whether it holds a node of a derivative (phase != 0)
 
   /// The computed node a view chain looks at, or -1 for a leaf/constant.
   constexpr int source(int i) const {
@@ -116,12 +122,31 @@ struct fuser {
     }
     return -1;
   }
-  /// Whether a node reading kernels `deps` may join kernel k: every other kernel it reads must
-  /// be older than k (kernels only read older kernels, so no cycle can form).
-  static constexpr bool may_join(int k, const int* deps, int count) {
+  /// Whether a node reading kernels `deps` may join kernel k without a cycle: every other
+  /// kernel it reads is older than k, or does not read k.
+  constexpr bool may_join(int k, const int* deps, int count) const {
+    bool older = true;
+    for (int m = 0; m < count; ++m) older = older && deps[m] <= k;
+    if (older) return true;
+    // a newer kernel may be read if it does not (through other kernels) read k: an early
+    // kernel (one that reads only leaves, such as `decay * w`) can still take a late consumer
     for (int m = 0; m < count; ++m)
-      if (deps[m] > k) return false;
+      if (deps[m] > k && reaches(deps[m], k)) return false;
     return true;
+  }
+  /// Whether kernel `from` reads kernel `to`, directly or through other kernels.
+  constexpr bool reaches(int from, int to) const {
+    cvec<int> stack{from};
+    cvec<char> seen(kernels.size(), 0);
+    while (!stack.empty()) {
+      const int v = stack.back();
+      stack.pop_back();
+      if (v == to) return true;
+      if (seen[static_cast<std::size_t>(v)]) continue;
+      seen[static_cast<std::size_t>(v)] = 1;
+      for (int w : reads_from[static_cast<std::size_t>(v)]) stack.push_back(w);
+    }
+    return false;
   }
 
   /// The buffer a leaf-or-view operand reads (its leaf node), or -1.
@@ -170,12 +195,14 @@ struct fuser {
     k.root = root;
     kernels.push_back(k);
     reads_from.emplace_back();
+    backward.push_back(0);
     return static_cast<int>(kernels.size()) - 1;
   }
 
   constexpr void place(int i, int k, const int* operand_kernels, int count) {
     kernel_of[static_cast<std::size_t>(i)] = k;
     ++kernels[static_cast<std::size_t>(k)].nodes;
+    if (g.nodes[static_cast<std::size_t>(i)].phase != 0) backward[static_cast<std::size_t>(k)] = 1;
     for (int j = 0; j < count; ++j) {
       const int o = operand_kernels[j];
       if (o == no_kernel || o == k) continue;
@@ -186,6 +213,37 @@ struct fuser {
     }
   }
 
+  /// The kernel whose buffer operand `in` reads (through views), or no_kernel / deferred.
+  constexpr int operand_kernel(int in) const {
+    const int src = is_view(g.nodes[static_cast<std::size_t>(in)].o) ? source(in) : in;
+    return src >= 0 ? kernel_of[static_cast<std::size_t>(src)] : no_kernel;
+  }
+  /// Adds the kernels deferred node x reads, with those of its deferred operands, to `out`.
+  constexpr void deferred_deps(int x, cvec<int>& out) const {
+    const node& n = g.nodes[static_cast<std::size_t>(x)];
+    for (int j = 0; j < n.nin(); ++j) {
+      const int k = operand_kernel(n.in[j]);
+      if (k >= 0) out.push_back(k);
+      else if (k == deferred) deferred_deps(n.in[j], out);
+    }
+  }
+  /// Places deferred node x (and the deferred operands it computes from) into kernel k.
+  constexpr void place_deferred(int x, int k) {
+    if (kernel_of[static_cast<std::size_t>(x)] != deferred) return;
+    const node& n = g.nodes[static_cast<std::size_t>(x)];
+    int reads[4]{no_kernel, no_kernel, no_kernel, no_kernel};
+    for (int j = 0; j < n.nin(); ++j) {
+      place_deferred(n.in[j], k);
+      reads[j] = operand_kernel(n.in[j]);
+    }
+    place(x, k, reads, n.nin());
+  }
+  /// Gives deferred node x a kernel of its own (a reader needs it in memory).
+  constexpr void materialize(int x) {
+    if (kernel_of[static_cast<std::size_t>(x)] != deferred) return;
+    place_deferred(x, open(kernel_kind::pointwise, g.nodes[static_cast<std::size_t>(x)].shape, 0, x));
+  }
+
   constexpr void run() {
     kernel_of.assign(g.nodes.size(), no_kernel);
     for (std::size_t idx = 0; idx < g.nodes.size(); ++idx) {
@@ -193,18 +251,63 @@ struct fuser {
       const node& n = g.nodes[idx];
       if (kind_of(n.o) == op_kind::leaf || n.o == op::constant || is_view(n.o)) continue;
       // join[j]: the kernel computing operand j, which this node may join; dep[j]: the kernel
-      // whose buffer operand j reads (through views too)
+      // whose buffer operand j reads (through views too); inline_[j]: operand j is a deferred
+      // pointwise value of this node's shape, computed inside whichever kernel this node joins
       int join[4]{no_kernel, no_kernel, no_kernel, no_kernel}, deps[4]{no_kernel, no_kernel, no_kernel, no_kernel};
+      bool inline_[4]{false, false, false, false};
+      const bool pointwise = is_pointwise(n.o);
       for (int j = 0; j < n.nin(); ++j) {
         const int in = n.in[j];
         if (is_view(g.nodes[static_cast<std::size_t>(in)].o)) {
           const int src = source(in);
+          if (src >= 0) materialize(src);
           deps[j] = src >= 0 ? kernel_of[static_cast<std::size_t>(src)] : no_kernel;
+        } else if (kernel_of[static_cast<std::size_t>(in)] == deferred && pointwise &&
+                   g.nodes[static_cast<std::size_t>(in)].shape == n.shape) {
+          inline_[j] = true;
         } else {
+          materialize(in);
           join[j] = deps[j] = kernel_of[static_cast<std::size_t>(in)];
         }
       }
       const int count = n.nin();
+      // a pointwise node computed from leaves alone (w * decay) waits for a reader to join:
+      // opened now, its kernel would be older than the kernel computing the value it is
+      // combined with (the gradient), and the two could not fuse. So does a node of a
+      // derivative computed from leaves and the forward's pointwise or matmul values alone
+      // (relu's mask, gelu's derivative): placed in the forward's kernel it would be one more
+      // value kept from the forward for the backward; with its reader, it is computed where it
+      // is used. (A row kernel keeps them: softmax's backward belongs in the loss's one pass.)
+      if (pointwise) {
+        const bool deriv = n.phase != 0;
+        bool free = true;
+        for (int j = 0; j < count; ++j)
+          free = free && (inline_[j] || deps[j] == no_kernel ||
+                          (deriv && deps[j] >= 0 && !backward[static_cast<std::size_t>(deps[j])] &&
+                           kernels[static_cast<std::size_t>(deps[j])].kind != kernel_kind::reduction));
+        if (free && deriv) {
+          bool reads_forward = false;  // else it is leaves alone, handled as any other
+          for (int j = 0; j < count; ++j) reads_forward = reads_forward || deps[j] >= 0;
+          if (reads_forward) {
+            kernel_of[idx] = deferred;
+            continue;
+          }
+        }
+        if (free) {
+          // unless a row kernel of its space reads the same buffer (horizontal fusion)
+          int sib = no_kernel;
+          for (int j = 0; j < count && sib == no_kernel; ++j)
+            if (!inline_[j]) sib = sibling(n.shape, ~0u, n.in[j], deps, count);
+          if (sib == no_kernel) {
+            kernel_of[idx] = deferred;
+            continue;
+          }
+          for (int j = 0; j < count; ++j)
+            if (inline_[j]) place_deferred(n.in[j], sib);
+          place(i, sib, deps, count);
+          continue;
+        }
+      }
 
       if (n.o == op::matmul) {
         place(i, open(kernel_kind::matmul, n.shape, 0, i), deps, count);
@@ -243,12 +346,16 @@ struct fuser {
         continue;
       }
       // pointwise (and concat, iota): join the latest operand kernel it fits, without a cycle
+      // (counting the kernels its deferred operands read)
+      cvec<int> all(deps, deps + count);
+      for (int j = 0; j < count; ++j)
+        if (inline_[j]) deferred_deps(n.in[j], all);
       int best = no_kernel;
       if (n.o != op::concat && n.o != op::iota) {
         for (int j = 0; j < count; ++j) {
           const int k = join[j];
           if (k < 0 || k <= best || !fits(kernels[static_cast<std::size_t>(k)], n)) continue;
-          if (may_join(k, deps, count)) best = k;
+          if (may_join(k, all.data(), static_cast<int>(all.size()))) best = k;
         }
       }
       if (best == no_kernel && n.o != op::concat && n.o != op::iota) {
@@ -257,8 +364,13 @@ struct fuser {
           best = sibling(n.shape, ~0u, n.in[j], deps, count);
       }
       if (best == no_kernel) best = open(kernel_kind::pointwise, n.shape, 0, i);
+      for (int j = 0; j < count; ++j)
+        if (inline_[j]) place_deferred(n.in[j], best);
       place(i, best, deps, count);
     }
+    // what is still deferred is read by no kernel (outputs): from the last node back, so that
+    // each kernel takes the whole deferred chain it ends
+    for (std::size_t idx = g.nodes.size(); idx-- > 0;) materialize(static_cast<int>(idx));
   }
 
   /// Kernels in an order where every kernel comes after the kernels it reads.

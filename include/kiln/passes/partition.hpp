@@ -81,7 +81,7 @@ constexpr graph partition(const graph& g) {
 
 /// What a plan keeps of its forward for its backward.
 struct saved_report {
-  bytes_t saved{};  ///< forward values that kernels with backward nodes read from memory
+  bytes_t saved{};  ///< values the forward's kernels write that backward-only kernels read
   int saved_values = 0;
   int recomputed = 0;  ///< forward nodes recomputed in the backward
 };
@@ -93,22 +93,29 @@ constexpr int through_views(const G& g, int i) {
   return i;
 }
 
+/// The forward's kernels are those holding a forward node; what they write and a kernel of the
+/// backward alone reads is kept from one to the other: forward values, and backward values that
+/// fusion computed inside forward kernels (a relu mask next to its activation) alike.
 template <class S>
 constexpr saved_report saved_for_backward(const S& s) {
   saved_report r;
   const std::size_t n = s.g.nodes.size();
-  cvec<char> counted(n, 0);
+  cvec<char> forward(s.kernels.size(), 0), counted(n, 0);
+  for (std::size_t u = 0; u < n; ++u) {
+    r.recomputed += s.g.nodes[u].phase == 2;
+    if (s.kernel_of[u] != no_kernel && s.g.nodes[u].phase == 0) forward[static_cast<std::size_t>(s.kernel_of[u])] = 1;
+  }
   for (std::size_t u = 0; u < n; ++u) {
     const node& x = s.g.nodes[u];
-    r.recomputed += x.phase == 2;
-    if (x.phase == 0 || s.kernel_of[u] == no_kernel) continue;
+    const int ku = s.kernel_of[u];
+    if (ku == no_kernel || forward[static_cast<std::size_t>(ku)]) continue;
     for (int j = 0; j < x.nin(); ++j) {
       const auto si = static_cast<std::size_t>(through_views(s.g, x.in[j]));
-      const node& f = s.g.nodes[si];
-      if (f.phase != 0 || counted[si] || s.kernel_of[si] == no_kernel || s.kernel_of[si] == s.kernel_of[u]) continue;
+      const int ks = s.kernel_of[si];
+      if (counted[si] || ks == no_kernel || ks == ku || !forward[static_cast<std::size_t>(ks)]) continue;
       counted[si] = 1;
       ++r.saved_values;
-      r.saved += bytes_of(f.shape, f.dt);
+      r.saved += bytes_of(s.g.nodes[si].shape, s.g.nodes[si].dt);
     }
   }
   return r;

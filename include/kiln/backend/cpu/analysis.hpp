@@ -217,8 +217,17 @@ constexpr Info analyse_kernel(const Sched& s, int k, const bool* stored) {
     else if (d == dtype::f64) has_f64 = true;
     else if (d != dtype::boolean) vec_ok = false;
   };
-  for (std::size_t i = 0; i < n; ++i) {
-    if (!in_kernel(s, static_cast<int>(i), k)) continue;
+  // the kernel's nodes in index order, except that a matmul kernel's product comes first (its
+  // epilogue frame starts with it): nodes of lower index in such a kernel are computed from
+  // leaves alone (fusion places them with their first reader), so they may follow it
+  cvec<int> members;
+  const bool mm = K.kind == passes::kernel_kind::matmul;
+  for (std::size_t i = 0; i < n; ++i)
+    if (in_kernel(s, static_cast<int>(i), k) && mm && s.g.nodes[i].o == op::matmul) members.push_back(static_cast<int>(i));
+  for (std::size_t i = 0; i < n; ++i)
+    if (in_kernel(s, static_cast<int>(i), k) && !(mm && s.g.nodes[i].o == op::matmul)) members.push_back(static_cast<int>(i));
+  for (const int member : members) {
+    const auto i = static_cast<std::size_t>(member);
     const node& x = s.g.nodes[i];
     const int p = np++;
     pos[i] = p;

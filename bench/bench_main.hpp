@@ -1,0 +1,188 @@
+// bench/bench_main.hpp: what the mains of the benchmark suites (bench_cpu.cpp, bench_autodiff.cpp)
+// share: their options, random inputs, the error measure, the environment the peers run best
+// in, the FMA-peak limit and the context every report prints. Header-only (inline), included by
+// one TU per binary.
+#pragma once
+
+#include <benchmark/benchmark.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "cpu_common.hpp"
+
+namespace kb {
+
+struct options {
+  bool quick = false;
+  int threads = 2;
+  int reps = 5;
+  double min_time = 0.3;
+  unsigned long long seed = 0;
+  i64 stream_mib = 0;  // size of each stream array; 0: 512 MiB (64 MiB with --quick)
+};
+
+/// splitmix64: fast, and good enough to fill buffers with uniform floats in [lo, hi).
+inline void fill(float* p, i64 n, unsigned long long seed, float lo, float hi) {
+  unsigned long long s = seed;
+  for (i64 i = 0; i < n; ++i) {
+    unsigned long long z = (s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    p[i] = lo + (hi - lo) * static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
+  }
+}
+inline void fill(fbuf& b, unsigned long long seed, float lo, float hi) { fill(b.data(), b.size(), seed, lo, hi); }
+
+/// max_i |y_i - ref_i| / max_i |ref_i|: the error relative to the result's scale (an
+/// elementwise relative error is meaningless where ref_i is near zero, as gelu of negatives
+/// and entries of a matmul are). Not finite (NaN, inf) is reported as 1e30.
+inline double rel_error(const float* y, const float* ref, i64 n) {
+  double diff = 0, scale = 0;
+  for (i64 i = 0; i < n; ++i) {
+    const double d = std::fabs(static_cast<double>(y[i]) - static_cast<double>(ref[i]));
+    if (!(d <= diff)) diff = std::isnan(d) ? INFINITY : d;
+    scale = std::max(scale, std::fabs(static_cast<double>(ref[i])));
+  }
+  const double e = diff / std::max(scale, 1e-30);
+  return std::isfinite(e) ? e : 1e30;
+}
+
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+inline std::string cpuinfo_field(const char* key) {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind(key, 0) == 0) {
+      const auto colon = line.find(':');
+      return colon == std::string::npos ? "" : line.substr(colon + 2);
+    }
+  return "";
+}
+
+inline bool has_flag(const std::string& flags, const char* f) {
+  std::istringstream in(flags);
+  std::string w;
+  while (in >> w)
+    if (w == f) return true;
+  return false;
+}
+
+/// The environment the peers run best in. OpenBLAS and libgomp read it when they are loaded,
+/// before main, so a missing variable is set and the program (`prog`, for messages) started again:
+/// - OPENBLAS_CORETYPE: Debian's OpenBLAS 0.3.21 falls back to SSE3 kernels on these Xeons;
+/// - OPENBLAS_NUM_THREADS, KILN_NUM_THREADS: the thread count of the OpenBLAS and kiln rows;
+/// - OMP_WAIT_POLICY=passive: libgomp's default spins a worker for a while after each parallel
+///   region; when a GEMM on OpenBLAS's own threads follows (libtorch's addmm then gelu_, the
+///   openblas and xtensor rows' epilogues) the spinning thread takes one of the two cores, and
+///   those rows ran 10-15x slower (measured: mlp_b16 openblas 24 ms, 2.4 ms passive);
+/// - ATEN_CPU_CAPABILITY=avx512: libtorch 1.13 picks its AVX2 kernels on AVX-512 machines.
+inline void ensure_env(char** argv, int threads, const char* prog) {
+  if (std::getenv("KILN_BENCH_RESTARTED")) return;
+  bool restart = false;
+  auto set = [&](const char* var, const std::string& value) {
+    if (std::getenv(var) || value.empty()) return;
+    setenv(var, value.c_str(), 1);
+    std::fprintf(stderr, "%s: %s=%s\n", prog, var, value.c_str());
+    restart = true;
+  };
+  const std::string flags = cpuinfo_field("flags");
+  set("OPENBLAS_CORETYPE", has_flag(flags, "avx512f") ? "SkylakeX" : has_flag(flags, "avx2") ? "Haswell" : "");
+  set("OPENBLAS_NUM_THREADS", std::to_string(threads));
+  set("KILN_NUM_THREADS", std::to_string(threads));
+  set("OMP_WAIT_POLICY", "passive");
+  const bool avx512 = has_flag(flags, "avx512f") && has_flag(flags, "avx512bw") && has_flag(flags, "avx512vl") &&
+                      has_flag(flags, "avx512dq");
+  set("ATEN_CPU_CAPABILITY", avx512 ? "avx512" : "");
+  if (!restart) return;
+  setenv("KILN_BENCH_RESTARTED", "1", 1);
+  std::fprintf(stderr, "%s: starting again with that environment\n", prog);
+  execv("/proc/self/exe", argv);
+  std::perror("execv");  // carry on as it is
+}
+
+/// Takes the suite's own flags out of argv (the rest is Google Benchmark's); false: --help.
+inline bool parse(int& argc, char** argv, options& opt, const char* prog) {
+  int out = 1;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&](const char* key) -> const char* {
+      const std::size_t n = std::strlen(key);
+      return a.compare(0, n, key) == 0 ? argv[i] + n : nullptr;
+    };
+    if (a == "--quick") opt.quick = true;
+    else if (const char* v = value("--threads=")) opt.threads = std::max(1, std::atoi(v));
+    else if (const char* v = value("--reps=")) opt.reps = std::max(1, std::atoi(v));
+    else if (const char* v = value("--min-time=")) opt.min_time = std::atof(v);
+    else if (const char* v = value("--seed=")) opt.seed = std::strtoull(v, nullptr, 10);
+    else if (const char* v = value("--stream-mib=")) opt.stream_mib = std::max(1, std::atoi(v));
+    else if (a == "--help" || a == "-h") {
+      std::printf("%s [--quick] [--threads=N] [--reps=N] [--min-time=S] [--seed=N] [--stream-mib=N]\n"
+                  "          [--benchmark_...]\n", prog);
+      return false;
+    } else argv[out++] = argv[i];
+  }
+  argc = out;
+  return true;
+}
+
+/// After parse and ensure_env: --quick's repetitions and times, and a seed from the clock
+/// when none was given.
+inline void settle(options& opt) {
+  if (opt.quick) opt.reps = std::min(opt.reps, 2), opt.min_time = std::min(opt.min_time, 0.05);
+  if (opt.seed == 0)
+    opt.seed = static_cast<unsigned long long>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+               static_cast<unsigned long long>(getpid());
+}
+
+/// The register-only FMA loop (cpu_hand.cpp): "limit_flops/fma@<when>", the peak that
+/// GFLOP/s rows are divided by.
+inline void register_fma_limit(const std::string& when, const options& opt) {
+  const int threads = opt.threads;
+  benchmark::RegisterBenchmark(("limit_flops/fma@" + when).c_str(),
+                               [threads](benchmark::State& st) {
+                                 double flops = 0;
+                                 for (auto _ : st) flops = fma_loop(threads);
+                                 st.counters["amount"] = flops;
+                                 st.counters["threads"] = threads;
+                                 st.SetLabel("GFLOP/s");
+                               })
+      ->UseRealTime()->Unit(benchmark::kMillisecond)->Repetitions(opt.reps)->MinTime(std::min(opt.min_time, 0.1));
+}
+
+/// The context every suite's report prints (report.py reads these keys); the suite adds its own.
+inline void add_common_context(const char* suite, const options& opt) {
+  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+  benchmark::AddCustomContext("suite", suite);
+  benchmark::AddCustomContext("quick", opt.quick ? "true" : "false");
+  benchmark::AddCustomContext("threads", std::to_string(opt.threads));
+  benchmark::AddCustomContext("seed", std::to_string(opt.seed));
+  benchmark::AddCustomContext("cpu_model", cpuinfo_field("model name"));
+  benchmark::AddCustomContext("simd", simd_arch());
+  benchmark::AddCustomContext("openblas_coretype", openblas_corename());
+  benchmark::AddCustomContext("openblas_coretype_env", coretype ? coretype : "(unset)");
+  const char* wait = std::getenv("OMP_WAIT_POLICY");
+  benchmark::AddCustomContext("omp_wait_policy", wait ? wait : "(unset)");
+#ifdef KILN_BENCH_HAVE_TORCH
+  benchmark::AddCustomContext("libtorch_cpu_capability", torch_cpu_capability());
+#endif
+  benchmark::AddCustomContext("openblas_config", openblas_config());
+  std::ifstream f("/proc/loadavg");
+  std::string load;
+  std::getline(f, load);
+  benchmark::AddCustomContext("loadavg_at_start", load);
+}
+
+}  // namespace kb

@@ -1,0 +1,217 @@
+// Trains an MLP on Fashion-MNIST with kiln: the model, its loss, its gradients and the Adam
+// update are one expression, compiled into one plan while this file compiles; each step runs
+// that plan's fused kernels on the CPU.
+//
+//   train_fashion_mnist [--epochs N] [--batch B] [--lr LR] [--seed S] [--threads T]
+//                       [--data DIR] [--save FILE] [--resume FILE] [--stop-after E]
+//                       [--limit N] [--quiet]
+//
+// The data are Debian's dataset-fashion-mnist package (/usr/share/datasets/fashion-mnist).
+// --save writes a safetensors checkpoint (parameters, Adam's moments, step and epoch) after
+// every epoch; --resume continues from one, to the bit: the shuffle of epoch e depends only on
+// (seed, e) and the learning rate only on the step (and on --epochs, the length of the whole
+// run: --stop-after E ends a run after epoch E of it). The last line is test_accuracy=<value>.
+#include <kiln/io/idx.hpp>
+#include <kiln/io/idx_gzip.hpp>
+#include <kiln/nn/modules.hpp>
+#include <kiln/optim.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+using namespace kiln;
+
+namespace {
+
+// ---- the model ------------------------------------------------------------------------------
+using net = nn::mlp<"mlp", 784, 512, 256, 10>;  // linear-relu-linear-relu-linear
+using X = input<"x", f32, shape<dyn, 784>>;
+using Y = input<"y", i64, shape<dyn>>;
+constexpr auto logits = net{}(X{});
+constexpr auto loss = cross_entropy(logits, Y{});
+
+struct options {
+  int epochs = 6;
+  index_t batch = 64;
+  double lr = 1e-3;
+  std::uint64_t seed = 1;
+  int threads = 0;  // 0: all cores (or KILN_NUM_THREADS)
+  std::string data = "/usr/share/datasets/fashion-mnist";
+  std::string save, resume;
+  int stop_after = 0;  // end after this epoch (0: run all --epochs)
+  index_t limit = 0;   // train on the first N images only (0: all)
+  bool quiet = false;
+};
+
+[[noreturn]] void usage(const char* why) {
+  std::fprintf(stderr,
+               "train_fashion_mnist: %s\nusage: train_fashion_mnist [--epochs N] [--batch B] [--lr LR] [--seed S] "
+               "[--threads T] [--data DIR] [--save FILE] [--resume FILE] [--stop-after E] [--limit N] [--quiet]\n",
+               why);
+  std::exit(2);
+}
+
+options parse(int argc, char** argv) {
+  options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--quiet") {
+      o.quiet = true;
+      continue;
+    }
+    if (i + 1 >= argc) usage(("missing value after " + a).c_str());
+    const std::string v = argv[++i];
+    try {
+      if (a == "--epochs") o.epochs = std::stoi(v);
+      else if (a == "--batch") o.batch = std::stoll(v);
+      else if (a == "--lr") o.lr = std::stod(v);
+      else if (a == "--seed") o.seed = std::stoull(v);
+      else if (a == "--threads") o.threads = std::stoi(v);
+      else if (a == "--data") o.data = v;
+      else if (a == "--save") o.save = v;
+      else if (a == "--resume") o.resume = v;
+      else if (a == "--limit") o.limit = std::stoll(v);
+      else if (a == "--stop-after") o.stop_after = std::stoi(v);
+      else usage(("unknown option " + a).c_str());
+    } catch (const std::logic_error&) {
+      usage(("bad value '" + v + "' for " + a).c_str());
+    }
+  }
+  if (o.epochs < 1 || o.batch < 1 || o.lr <= 0 || o.limit < 0 || o.stop_after < 0)
+    usage("epochs, batch and lr must be positive");
+  return o;
+}
+
+// ---- data -----------------------------------------------------------------------------------
+struct dataset {
+  any_tensor images;  // [n, 784] f32, normalised
+  any_tensor labels;  // [n] i64
+  index_t size() const { return labels.numel(); }
+};
+
+dataset load(const std::string& dir, const std::string& part, index_t limit) {
+  io::idx_options img{.to = dtype::f32, .scale = 1.0 / 255, .inflate = io::gunzip};
+  io::idx_options lab{.to = dtype::i64, .inflate = io::gunzip};
+  const auto path = [&](const char* what) { return std::filesystem::path(dir) / (part + what); };
+  dataset d{io::read_idx(path("-images-idx3-ubyte.gz"), img), io::read_idx(path("-labels-idx1-ubyte.gz"), lab)};
+  const index_t n = d.labels.numel();
+  if (d.images.rank() != 3 || d.images.shape().e[0] != n || d.images.shape().e[1] * d.images.shape().e[2] != 784)
+    throw std::runtime_error(dir + ": " + part + " images and labels do not match (expected n x 28 x 28 and n)");
+  d.images = d.images.reshape(dims{n, 784});
+  if (limit > 0 && limit < n) {
+    d.images = d.images.slice(0, 0, limit).clone();
+    d.labels = d.labels.slice(0, 0, limit).clone();
+  }
+  // Fashion-MNIST's mean and standard deviation over the training pixels
+  float* p = d.images.data<float>();
+  for (index_t i = 0; i < d.images.numel(); ++i) p[i] = (p[i] - 0.2860f) / 0.3530f;
+  return d;
+}
+
+// The order of epoch e: a Fisher-Yates shuffle drawn from philox(seed, e).
+std::vector<index_t> order(index_t n, std::uint64_t seed, int epoch) {
+  std::vector<index_t> idx(static_cast<std::size_t>(n));
+  std::iota(idx.begin(), idx.end(), index_t{0});
+  const nn::philox r(seed, 0x5348554646ull + static_cast<std::uint64_t>(epoch));
+  for (index_t i = n - 1; i > 0; --i)
+    std::swap(idx[static_cast<std::size_t>(i)], idx[r.below(static_cast<std::uint64_t>(i), static_cast<std::uint64_t>(i + 1))]);
+  return idx;
+}
+
+// Fraction of the images whose largest logit is their label.
+double accuracy(const dataset& d, const nn::state_dict& params) {
+  static const auto forward = compile(logits);
+  constexpr index_t chunk = 2000;
+  index_t right = 0;
+  for (index_t at = 0; at < d.size(); at += chunk) {
+    const index_t n = std::min(chunk, d.size() - at);
+    const auto f = nn::feeds(params, {{"x", d.images.slice(0, at, at + n)}});
+    const tensor<float, 2> z = forward(std::span<const feed>(f));
+    const std::int64_t* y = d.labels.data<std::int64_t>() + at;
+    for (index_t i = 0; i < n; ++i) {
+      index_t best = 0;
+      for (index_t j = 1; j < 10; ++j)
+        if (z(i, j) > z(i, best)) best = j;
+      right += best == y[i];
+    }
+  }
+  return static_cast<double>(right) / static_cast<double>(d.size());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const options o = parse(argc, argv);
+  if (o.threads > 0) cpu::set_num_threads(o.threads);
+  const dataset train = load(o.data, "train", o.limit);
+  const dataset test = load(o.data, "t10k", 0);
+  const index_t steps_per_epoch = (train.size() + o.batch - 1) / o.batch;
+  const optim::cosine_schedule schedule{.lr = o.lr, .warmup = steps_per_epoch / 4, .total = steps_per_epoch * o.epochs,
+                                        .min_lr = o.lr / 20};
+
+  optim::trainer tr(loss, net::params{}, optim::adam{.lr = o.lr}, nn::make_params<net>(o.seed));
+  int first_epoch = 0;
+  if (!o.resume.empty()) {
+    const io::metadata_map md = tr.load(o.resume);
+    first_epoch = md.count("epoch") ? std::stoi(md.at("epoch")) : 0;
+    std::printf("resumed from %s at epoch %d (step %lld)\n", o.resume.c_str(), first_epoch,
+                static_cast<long long>(tr.steps()));
+  }
+  constexpr explanation plan_info = explain_type<decltype(optim::training_step(loss, net::params{}, optim::adam{}))>();
+  // the scratch memory of the plan is a + b * batch bytes (the batch extent is dyn)
+  const double scratch = static_cast<double>(plan_info.scratch.fixed + plan_info.scratch.per_dyn * o.batch);
+  std::printf("model: MLP 784-512-256-10, %lld parameters; training step: %d kernels (%d matmul), %.2f MB scratch\n",
+              static_cast<long long>(nn::parameter_count<net::params>()), plan_info.kernels, plan_info.matmul_kernels,
+              scratch / 1e6);
+  std::printf("data: %lld training and %lld test images; batch %lld, Adam lr %g (cosine), %d threads\n",
+              static_cast<long long>(train.size()), static_cast<long long>(test.size()), static_cast<long long>(o.batch), o.lr,
+              cpu::num_threads());
+
+  any_tensor xb(dtype::f32, dims{o.batch, 784}), yb(dtype::i64, dims{o.batch});
+  double acc = 0;
+  const int last_epoch = o.stop_after > 0 ? std::min(o.stop_after, o.epochs) : o.epochs;
+  for (int epoch = first_epoch; epoch < last_epoch; ++epoch) {
+    const std::vector<index_t> idx = order(train.size(), o.seed, epoch);
+    const auto t0 = std::chrono::steady_clock::now();
+    double loss_sum = 0;
+    for (index_t s = 0; s < steps_per_epoch; ++s) {
+      const index_t at = s * o.batch, n = std::min(o.batch, train.size() - at);
+      const any_tensor x = n == o.batch ? xb : xb.slice(0, 0, n);
+      const any_tensor y = n == o.batch ? yb : yb.slice(0, 0, n);
+      for (index_t i = 0; i < n; ++i) {
+        const index_t k = idx[static_cast<std::size_t>(at + i)];
+        std::memcpy(x.data<float>() + i * 784, train.images.data<float>() + k * 784, 784 * sizeof(float));
+        y.data<std::int64_t>()[i] = train.labels.data<std::int64_t>()[k];
+      }
+      tr.options().lr = schedule(tr.steps() + 1);
+      loss_sum += tr.step({{"x", x}, {"y", y}});
+      if (!o.quiet && (s % 50 == 49 || s + 1 == steps_per_epoch)) {
+        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const int width = 30, done = static_cast<int>(width * (s + 1) / steps_per_epoch);
+        std::fprintf(stderr, "\repoch %d/%d [%.*s%*s] loss %.4f  %.0f samples/s ", epoch + 1, o.epochs, done,
+                     "==============================", width - done, "", loss_sum / static_cast<double>(s + 1),
+                     static_cast<double>(at + n) / secs);
+      }
+    }
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    acc = accuracy(test, tr.params());
+    if (!o.quiet) std::fprintf(stderr, "\n");
+    std::printf("epoch %d: loss %.4f, test accuracy %.4f, %.1f s (%.0f samples/s)\n", epoch + 1,
+                loss_sum / static_cast<double>(steps_per_epoch), acc, secs, static_cast<double>(train.size()) / secs);
+    if (!o.save.empty()) tr.save(o.save, {{"epoch", std::to_string(epoch + 1)}, {"seed", std::to_string(o.seed)}});
+  }
+  if (first_epoch >= last_epoch) acc = accuracy(test, tr.params());
+  std::printf("test_accuracy=%.4f\n", acc);
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "train_fashion_mnist: %s\n", e.what());
+  return 1;
+}
