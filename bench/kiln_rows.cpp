@@ -52,12 +52,19 @@ enum class backend { eager, cpu };
 // ---- kiln cpu ------------------------------------------------------------------------------
 // The CPU backend: kiln::compile(e) (kiln::cpu::backend) freezes the expression's plan at compile
 // time; the runner holds the compiled object and calls it with the workload's inputs bound by
-// name, as the eager line in pick() does, keeping the tensor it returns. Its thread count is
+// name, as the eager line in pick() does, into the output tensor of its previous call. Its thread count is
 // KILN_NUM_THREADS, which bench_cpu and bench/run.sh set to the suite's --threads.
 constexpr bool cpu_built = true;
 template <class E, class Bind>
 std::unique_ptr<runner> cpu_backend(const E& e, Bind bind) {
-  return make_runner([fn = kiln::compile(e), bind] { return bind([&fn](feeds f) { return fn(f); }); });
+  // the output is written into the runner's tensor from the second call on (as the peers write
+  // into preallocated outputs), and the plan's scratch buffers stay mapped between calls
+  return make_runner([fn = kiln::compile(e), bind, outs = std::vector<any_tensor>{}]() mutable {
+    return bind([&](feeds f) {
+      fn(f, outs);
+      return decltype(fn(f))(outs[0]);
+    });
+  });
 }
 constexpr const char* cpu_missing =
     "not available: the CPU backend, kiln::compile(expr, kiln::cpu), is not built yet";

@@ -167,6 +167,21 @@ class compiled {
     if constexpr (expression<E>) return tensor<storage_t<E::dt>, E::shape.rank>(std::move(out[0]));
     else return out;
   }
+  /// The same, writing output q into out[q] when that is defined with the output's dtype and
+  /// shape (it may be a strided view), else into a new tensor stored in out[q] (out is resized
+  /// to the number of outputs): repeated calls reuse the caller's memory, like torch's `out=`.
+  void operator()(std::span<const feed> feeds, std::vector<any_tensor>& out) const
+    requires std::same_as<B, cpu::backend_t>
+  {
+    log_once<E>();
+    out.resize(plan<E>::schedule.g.outputs.size());
+    out = cpu::run_schedule_into<plan<E>::schedule>(bind_leaves(traced<E>::value, e_, feeds), out);
+  }
+  void operator()(std::initializer_list<feed> feeds, std::vector<any_tensor>& out) const
+    requires std::same_as<B, cpu::backend_t>
+  {
+    (*this)(std::span<const feed>(feeds.begin(), feeds.size()), out);
+  }
   /// The frozen plan the calls run.
   static constexpr const auto& schedule = plan<E>::schedule;
 

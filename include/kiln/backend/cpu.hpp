@@ -45,12 +45,19 @@ constexpr int first_unsupported(const Sched& s) {
 /// no kernel computes (a leaf, a constant, a view), the kernel after which to copy it.
 struct run_memory {
   std::vector<any_tensor> outs;
-  std::vector<block> buffers;
   std::vector<int> after;
   std::vector<char> computed;
 };
 
-inline run_memory prepare(state& st, const std::vector<any_tensor>* into) {
+/// A schedule's scratch buffers, kept between its runs on one thread (each grows to the largest
+/// size it has needed): repeated calls touch memory that is already mapped, as PyTorch's
+/// caching allocator does, instead of taking page faults on fresh allocations every time.
+struct scratch_cache {
+  std::vector<block> blocks;
+  std::vector<std::size_t> bytes;
+};
+
+inline run_memory prepare(state& st, const std::vector<any_tensor>* into, scratch_cache& cache) {
   const schedule_ref& s = st.s;
   run_memory r;
   r.outs.resize(s.n_outputs);
@@ -78,12 +85,17 @@ inline run_memory prepare(state& st, const std::vector<any_tensor>* into) {
     const std::size_t bytes = static_cast<std::size_t>(st.shape[i].numel()) * size_of(s.nodes[i].dt);
     need[static_cast<std::size_t>(b)] = std::max(need[static_cast<std::size_t>(b)], bytes);
   }
-  r.buffers.reserve(need.size());
-  for (std::size_t b = 0; b < need.size(); ++b) r.buffers.emplace_back(need[b]);
+  cache.blocks.resize(need.size());
+  cache.bytes.resize(need.size(), 0);
+  for (std::size_t b = 0; b < need.size(); ++b)
+    if (cache.bytes[b] < need[b] || !cache.blocks[b].data()) {
+      cache.blocks[b] = block(need[b]);
+      cache.bytes[b] = need[b];
+    }
   for (std::size_t i = 0; i < s.size; ++i) {
     const int b = s.buffer_of[i];
     if (b >= 0 && !st.dest[i].p)
-      st.dest[i] = contiguous_view(r.buffers[static_cast<std::size_t>(b)].data(), s.nodes[i].dt, st.shape[i]);
+      st.dest[i] = contiguous_view(cache.blocks[static_cast<std::size_t>(b)].data(), s.nodes[i].dt, st.shape[i]);
   }
   // a written value with neither (one that only an output views: the plan leaves its memory
   // to the caller) gets memory of its own; the output is copied out of it
@@ -139,9 +151,10 @@ std::vector<any_tensor> run(const std::vector<any_tensor>& leaves, const std::ve
   static_assert(first_unsupported(S) < 0,
                 "kiln: cpu: the schedule has a node that is not a primitive (decompose the graph first)");
   constexpr int nk = static_cast<int>(S.kernels.size());
+  static thread_local scratch_cache cache;
   state st(schedule_ref::of(S), leaves);
   st.resolve_shapes();
-  run_memory r = prepare(st, into);
+  run_memory r = prepare(st, into, cache);
   materialise(st, r, -1);
   run_chunks<S>(st, r, std::make_integer_sequence<int, (nk + 127) / 128>{});
   return std::move(r.outs);

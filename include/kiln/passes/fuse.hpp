@@ -406,7 +406,7 @@ struct fuser {
 
 /// The fusion pass.
 constexpr fused_graph fuse(const graph& g) {
-  detail::fuser f{g, {}, {}, {}, {}};
+  detail::fuser f{g, {}, {}, {}, {}, {}};
   f.run();
   // renumber kernels in execution order
   const cvec<int> order = f.order();
