@@ -111,6 +111,8 @@ struct fuser {
   cvec<cvec<int>> reads_from;  // per kernel: kernels whose outputs it reads
   cvec<int> row_kernels;        // kernels opened by a reduction over a buffer (sibling candidates)
   cvec<char> backward;          // per kernel: whether it holds a node of a derivative (phase != 0)
+  cvec<int> seen;               // per node: the walk of deferred_deps that last visited it
+  int stamp = 0;
 
   /// The computed node a view chain looks at, or -1 for a leaf/constant.
   constexpr int source(int i) const {
@@ -218,25 +220,42 @@ struct fuser {
     const int src = is_view(g.nodes[static_cast<std::size_t>(in)].o) ? source(in) : in;
     return src >= 0 ? kernel_of[static_cast<std::size_t>(src)] : no_kernel;
   }
-  /// Adds the kernels deferred node x reads, with those of its deferred operands, to `out`.
-  constexpr void deferred_deps(int x, cvec<int>& out) const {
-    const node& n = g.nodes[static_cast<std::size_t>(x)];
-    for (int j = 0; j < n.nin(); ++j) {
-      const int k = operand_kernel(n.in[j]);
-      if (k >= 0) out.push_back(k);
-      else if (k == deferred) deferred_deps(n.in[j], out);
+  /// Adds the kernels deferred node x reads, with those of its deferred operands, to `out`
+  /// (a walk with an explicit stack: deferred chains can be thousands of nodes long, deeper
+  /// than constant evaluation's recursion limit; `seen` stamps make it linear in the cone).
+  constexpr void deferred_deps(int x, cvec<int>& out) {
+    ++stamp;
+    cvec<int> stack{x};
+    while (!stack.empty()) {
+      const int y = stack.back();
+      stack.pop_back();
+      if (seen[static_cast<std::size_t>(y)] == stamp) continue;
+      seen[static_cast<std::size_t>(y)] = stamp;
+      const node& n = g.nodes[static_cast<std::size_t>(y)];
+      for (int j = 0; j < n.nin(); ++j) {
+        const int k = operand_kernel(n.in[j]);
+        if (k >= 0) out.push_back(k);
+        else if (k == deferred) stack.push_back(n.in[j]);
+      }
     }
   }
-  /// Places deferred node x (and the deferred operands it computes from) into kernel k.
+  /// Places deferred node x (and the deferred operands it computes from) into kernel k (order
+  /// within a kernel is node order, so placing a node before its operands is fine).
   constexpr void place_deferred(int x, int k) {
-    if (kernel_of[static_cast<std::size_t>(x)] != deferred) return;
-    const node& n = g.nodes[static_cast<std::size_t>(x)];
-    int reads[4]{no_kernel, no_kernel, no_kernel, no_kernel};
-    for (int j = 0; j < n.nin(); ++j) {
-      place_deferred(n.in[j], k);
-      reads[j] = operand_kernel(n.in[j]);
+    cvec<int> stack{x};
+    while (!stack.empty()) {
+      const int y = stack.back();
+      stack.pop_back();
+      if (kernel_of[static_cast<std::size_t>(y)] != deferred) continue;
+      const node& n = g.nodes[static_cast<std::size_t>(y)];
+      int reads[4]{no_kernel, no_kernel, no_kernel, no_kernel};
+      for (int j = 0; j < n.nin(); ++j) {
+        const int r = operand_kernel(n.in[j]);
+        if (r == deferred) stack.push_back(n.in[j]);
+        else reads[j] = r;
+      }
+      place(y, k, reads, n.nin());
     }
-    place(x, k, reads, n.nin());
   }
   /// Gives deferred node x a kernel of its own (a reader needs it in memory).
   constexpr void materialize(int x) {
@@ -246,6 +265,7 @@ struct fuser {
 
   constexpr void run() {
     kernel_of.assign(g.nodes.size(), no_kernel);
+    seen.assign(g.nodes.size(), 0);
     for (std::size_t idx = 0; idx < g.nodes.size(); ++idx) {
       const int i = static_cast<int>(idx);
       const node& n = g.nodes[idx];
@@ -406,7 +426,7 @@ struct fuser {
 
 /// The fusion pass.
 constexpr fused_graph fuse(const graph& g) {
-  detail::fuser f{g, {}, {}, {}, {}, {}};
+  detail::fuser f{g, {}, {}, {}, {}, {}, {}, 0};
   f.run();
   // renumber kernels in execution order
   const cvec<int> order = f.order();
