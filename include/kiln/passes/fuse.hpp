@@ -12,10 +12,10 @@
 //   - a pointwise node computed from leaves alone (an optimizer's `decay * w`) opens no kernel:
 //     it is placed in the kernel of its first reader of the same shape (the matmul computing
 //     w's gradient), else in one of its own when something must read it from memory.
-// A node joins kernel k if every other kernel it reads was created before k (then no cycle can
-// form), or else if none of those kernels reads k, directly or through others (a search over
-// the kernels read). Each kernel records its iteration space, the buffers it reads and writes,
-// and their sizes in bytes.
+// A node joins kernel k only if every other kernel it reads was created before k: a kernel then
+// only ever reads earlier kernels, which rules out cycles without a search (deferred nodes are
+// what lets `decay * w` still reach the gradient's kernel). Each kernel records its iteration
+// space, the buffers it reads and writes, and their sizes in bytes.
 #pragma once
 
 #include <cstdint>
@@ -124,31 +124,12 @@ struct fuser {
     }
     return -1;
   }
-  /// Whether a node reading kernels `deps` may join kernel k without a cycle: every other
-  /// kernel it reads is older than k, or does not read k.
-  constexpr bool may_join(int k, const int* deps, int count) const {
-    bool older = true;
-    for (int m = 0; m < count; ++m) older = older && deps[m] <= k;
-    if (older) return true;
-    // a newer kernel may be read if it does not (through other kernels) read k: an early
-    // kernel (one that reads only leaves, such as `decay * w`) can still take a late consumer
+  /// Whether a node reading kernels `deps` may join kernel k: every other kernel it reads must
+  /// be older than k (kernels only read older kernels, so no cycle can form).
+  static constexpr bool may_join(int k, const int* deps, int count) {
     for (int m = 0; m < count; ++m)
-      if (deps[m] > k && reaches(deps[m], k)) return false;
+      if (deps[m] > k) return false;
     return true;
-  }
-  /// Whether kernel `from` reads kernel `to`, directly or through other kernels.
-  constexpr bool reaches(int from, int to) const {
-    cvec<int> stack{from};
-    cvec<char> seen(kernels.size(), 0);
-    while (!stack.empty()) {
-      const int v = stack.back();
-      stack.pop_back();
-      if (v == to) return true;
-      if (seen[static_cast<std::size_t>(v)]) continue;
-      seen[static_cast<std::size_t>(v)] = 1;
-      for (int w : reads_from[static_cast<std::size_t>(v)]) stack.push_back(w);
-    }
-    return false;
   }
 
   /// The buffer a leaf-or-view operand reads (its leaf node), or -1.
@@ -318,6 +299,12 @@ struct fuser {
           int sib = no_kernel;
           for (int j = 0; j < count && sib == no_kernel; ++j)
             if (!inline_[j]) sib = sibling(n.shape, ~0u, n.in[j], deps, count);
+          if (sib != no_kernel) {  // the deferred operands come along: their reads count too
+            cvec<int> all(deps, deps + count);
+            for (int j = 0; j < count; ++j)
+              if (inline_[j]) deferred_deps(n.in[j], all);
+            if (!may_join(sib, all.data(), static_cast<int>(all.size()))) sib = no_kernel;
+          }
           if (sib == no_kernel) {
             kernel_of[idx] = deferred;
             continue;
@@ -381,7 +368,7 @@ struct fuser {
       if (best == no_kernel && n.o != op::concat && n.o != op::iota) {
         // horizontal fusion: a pointwise node reading the same buffer as a row kernel of its space
         for (int j = 0; j < count && best == no_kernel; ++j)
-          best = sibling(n.shape, ~0u, n.in[j], deps, count);
+          best = sibling(n.shape, ~0u, n.in[j], all.data(), static_cast<int>(all.size()));
       }
       if (best == no_kernel) best = open(kernel_kind::pointwise, n.shape, 0, i);
       for (int j = 0; j < count; ++j)
