@@ -1,7 +1,11 @@
 # Trains 2 epochs straight, and 1 epoch + save + resume + 1 epoch, and requires the two final
 # checkpoints to be the same bytes (parameters, Adam's moments, step, epoch).
-#   cmake -DEXE=train_fashion_mnist -DWORK=dir -P resume_check.cmake
-set(common --epochs 2 --limit 3000 --batch 100 --threads 2 --quiet)
+#   cmake -DEXE=train_fashion_mnist -DWORK=dir [-DMODEL=cnn] -P resume_check.cmake
+# (the CNN has dropout: its masks come from the seed and the step, so they resume too)
+if(NOT MODEL)
+  set(MODEL mlp)
+endif()
+set(common --model ${MODEL} --epochs 2 --limit 3000 --batch 100 --threads 2 --quiet)
 file(REMOVE_RECURSE "${WORK}")
 file(MAKE_DIRECTORY "${WORK}")
 function(run)

@@ -1,10 +1,10 @@
-// Trains an MLP on Fashion-MNIST with kiln: the model, its loss, its gradients and the Adam
-// update are one expression, compiled into one plan while this file compiles; each step runs
-// that plan's fused kernels on the CPU.
+// Trains an MLP (or, with --model cnn, a small CNN) on Fashion-MNIST with kiln: the model, its
+// loss, its gradients and the Adam update are one expression, compiled into one plan while
+// this file compiles; each step runs that plan's fused kernels on the CPU.
 //
-//   train_fashion_mnist [--epochs N] [--batch B] [--lr LR] [--seed S] [--threads T]
-//                       [--data DIR] [--save FILE] [--resume FILE] [--stop-after E]
-//                       [--limit N] [--quiet]
+//   train_fashion_mnist [--model mlp|cnn] [--epochs N] [--batch B] [--lr LR] [--seed S]
+//                       [--threads T] [--data DIR] [--save FILE] [--resume FILE]
+//                       [--stop-after E] [--limit N] [--quiet]
 //
 // The data are Debian's dataset-fashion-mnist package (/usr/share/datasets/fashion-mnist).
 // --save writes a safetensors checkpoint (parameters, Adam's moments, step and epoch) after
@@ -31,14 +31,34 @@ using namespace kiln;
 
 namespace {
 
-// ---- the model ------------------------------------------------------------------------------
-using net = nn::mlp<"mlp", 784, 512, 256, 10>;  // linear-relu-linear-relu-linear
-using X = input<"x", f32, shape<dyn, 784>>;
+// ---- the models -----------------------------------------------------------------------------
 using Y = input<"y", i64, shape<dyn>>;
-constexpr auto logits = net{}(X{});
-constexpr auto loss = cross_entropy(logits, Y{});
+
+struct mlp_model {
+  static constexpr const char* name = "MLP 784-512-256-10";
+  using net = nn::mlp<"mlp", 784, 512, 256, 10>;  // linear-relu-linear-relu-linear
+  using X = input<"x", f32, shape<dyn, 784>>;
+  static dims batch(index_t n) { return {n, 784}; }
+};
+
+struct cnn_model {
+  static constexpr const char* name = "CNN conv3x3(16)-pool-conv3x3(32)-pool-fc128-dropout0.2-fc10";
+  using net = nn::sequential<nn::conv2d<"conv1", 1, 16, 3, 1, 1>, nn::relu, nn::max_pool2d<2>,  // [n, 16, 14, 14]
+                             nn::conv2d<"conv2", 16, 32, 3, 1, 1>, nn::relu, nn::max_pool2d<2>,  // [n, 32, 7, 7]
+                             nn::flatten, nn::linear<"fc1", 32 * 7 * 7, 128>, nn::relu, nn::dropout<"drop", 20>,
+                             nn::linear<"fc2", 128, 10>>;
+  using X = input<"x", f32, shape<dyn, 1, 28, 28>>;
+  static dims batch(index_t n) { return {n, 1, 28, 28}; }
+};
+
+/// The training loss (training mode: dropout active) and the logits for evaluation.
+template <class M>
+constexpr auto loss_of = cross_entropy(typename M::net{}(typename M::X{}, nn::train), Y{});
+template <class M>
+constexpr auto logits_of = typename M::net{}(typename M::X{});
 
 struct options {
+  std::string model = "mlp";
   int epochs = 6;
   index_t batch = 64;
   double lr = 1e-3;
@@ -53,7 +73,7 @@ struct options {
 
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr,
-               "train_fashion_mnist: %s\nusage: train_fashion_mnist [--epochs N] [--batch B] [--lr LR] [--seed S] "
+               "train_fashion_mnist: %s\nusage: train_fashion_mnist [--model mlp|cnn] [--epochs N] [--batch B] [--lr LR] [--seed S] "
                "[--threads T] [--data DIR] [--save FILE] [--resume FILE] [--stop-after E] [--limit N] [--quiet]\n",
                why);
   std::exit(2);
@@ -70,7 +90,8 @@ options parse(int argc, char** argv) {
     if (i + 1 >= argc) usage(("missing value after " + a).c_str());
     const std::string v = argv[++i];
     try {
-      if (a == "--epochs") o.epochs = std::stoi(v);
+      if (a == "--model") o.model = v;
+      else if (a == "--epochs") o.epochs = std::stoi(v);
       else if (a == "--batch") o.batch = std::stoll(v);
       else if (a == "--lr") o.lr = std::stod(v);
       else if (a == "--seed") o.seed = std::stoull(v);
@@ -87,6 +108,7 @@ options parse(int argc, char** argv) {
   }
   if (o.epochs < 1 || o.batch < 1 || o.lr <= 0 || o.limit < 0 || o.stop_after < 0)
     usage("epochs, batch and lr must be positive");
+  if (o.model != "mlp" && o.model != "cnn") usage(("unknown model '" + o.model + "' (mlp or cnn)").c_str());
   return o;
 }
 
@@ -127,13 +149,14 @@ std::vector<index_t> order(index_t n, std::uint64_t seed, int epoch) {
 }
 
 // Fraction of the images whose largest logit is their label.
+template <class M>
 double accuracy(const dataset& d, const nn::state_dict& params) {
-  static const auto forward = compile(logits);
+  static const auto forward = compile(logits_of<M>);
   constexpr index_t chunk = 2000;
   index_t right = 0;
   for (index_t at = 0; at < d.size(); at += chunk) {
     const index_t n = std::min(chunk, d.size() - at);
-    const auto f = nn::feeds(params, {{"x", d.images.slice(0, at, at + n)}});
+    const auto f = nn::feeds(params, {{"x", d.images.slice(0, at, at + n).reshape(M::batch(n))}});
     const tensor<float, 2> z = forward(std::span<const feed>(f));
     const std::int64_t* y = d.labels.data<std::int64_t>() + at;
     for (index_t i = 0; i < n; ++i) {
@@ -146,10 +169,9 @@ double accuracy(const dataset& d, const nn::state_dict& params) {
   return static_cast<double>(right) / static_cast<double>(d.size());
 }
 
-}  // namespace
-
-int main(int argc, char** argv) try {
-  const options o = parse(argc, argv);
+template <class M>
+int train(const options& o) {
+  using net = typename M::net;
   if (o.threads > 0) cpu::set_num_threads(o.threads);
   const dataset train = load(o.data, "train", o.limit);
   const dataset test = load(o.data, "t10k", 0);
@@ -157,7 +179,8 @@ int main(int argc, char** argv) try {
   const optim::cosine_schedule schedule{.lr = o.lr, .warmup = steps_per_epoch / 4, .total = steps_per_epoch * o.epochs,
                                         .min_lr = o.lr / 20};
 
-  optim::trainer tr(loss, net::params{}, optim::adam{.lr = o.lr}, nn::make_params<net>(o.seed));
+  optim::trainer tr(loss_of<M>, typename net::params{}, optim::adam{.lr = o.lr}, nn::make_params<net>(o.seed));
+  tr.seed(o.seed);  // dropout masks: a function of (seed, step), so resuming draws the same ones
   int first_epoch = 0;
   if (!o.resume.empty()) {
     const io::metadata_map md = tr.load(o.resume);
@@ -165,12 +188,13 @@ int main(int argc, char** argv) try {
     std::printf("resumed from %s at epoch %d (step %lld)\n", o.resume.c_str(), first_epoch,
                 static_cast<long long>(tr.steps()));
   }
-  constexpr explanation plan_info = explain_type<decltype(optim::training_step(loss, net::params{}, optim::adam{}))>();
+  constexpr explanation plan_info =
+      explain_type<decltype(optim::training_step(loss_of<M>, typename net::params{}, optim::adam{}))>();
   // the scratch memory of the plan is a + b * batch bytes (the batch extent is dyn)
   const double scratch = static_cast<double>(plan_info.scratch.fixed + plan_info.scratch.per_dyn * o.batch);
-  std::printf("model: MLP 784-512-256-10, %lld parameters; training step: %d kernels (%d matmul), %.2f MB scratch\n",
-              static_cast<long long>(nn::parameter_count<net::params>()), plan_info.kernels, plan_info.matmul_kernels,
-              scratch / 1e6);
+  std::printf("model: %s, %lld parameters; training step: %d kernels (%d matmul), %.2f MB scratch\n", M::name,
+              static_cast<long long>(nn::parameter_count<typename net::params>()), plan_info.kernels,
+              plan_info.matmul_kernels, scratch / 1e6);
   std::printf("data: %lld training and %lld test images; batch %lld, Adam lr %g (cosine), %d threads\n",
               static_cast<long long>(train.size()), static_cast<long long>(test.size()), static_cast<long long>(o.batch), o.lr,
               cpu::num_threads());
@@ -192,7 +216,7 @@ int main(int argc, char** argv) try {
         y.data<std::int64_t>()[i] = train.labels.data<std::int64_t>()[k];
       }
       tr.options().lr = schedule(tr.steps() + 1);
-      loss_sum += tr.step({{"x", x}, {"y", y}});
+      loss_sum += tr.step({{"x", x.reshape(M::batch(n))}, {"y", y}});
       if (!o.quiet && (s % 50 == 49 || s + 1 == steps_per_epoch)) {
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         const int width = 30, done = static_cast<int>(width * (s + 1) / steps_per_epoch);
@@ -202,15 +226,22 @@ int main(int argc, char** argv) try {
       }
     }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    acc = accuracy(test, tr.params());
+    acc = accuracy<M>(test, tr.params());
     if (!o.quiet) std::fprintf(stderr, "\n");
     std::printf("epoch %d: loss %.4f, test accuracy %.4f, %.1f s (%.0f samples/s)\n", epoch + 1,
                 loss_sum / static_cast<double>(steps_per_epoch), acc, secs, static_cast<double>(train.size()) / secs);
     if (!o.save.empty()) tr.save(o.save, {{"epoch", std::to_string(epoch + 1)}, {"seed", std::to_string(o.seed)}});
   }
-  if (first_epoch >= last_epoch) acc = accuracy(test, tr.params());
+  if (first_epoch >= last_epoch) acc = accuracy<M>(test, tr.params());
   std::printf("test_accuracy=%.4f\n", acc);
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const options o = parse(argc, argv);
+  return o.model == "cnn" ? train<cnn_model>(o) : train<mlp_model>(o);
 } catch (const std::exception& e) {
   std::fprintf(stderr, "train_fashion_mnist: %s\n", e.what());
   return 1;

@@ -15,23 +15,12 @@ template <int I>
 inline constexpr char indexed_name[3] = {'u', static_cast<char>('0' + I), 0};
 
 /// A plain copy of a tensor's values (f64), in row-major order.
-inline std::vector<double> values(const kiln::any_tensor& t) {
-  std::vector<double> v;
-  const kiln::any_tensor c = t.contiguous();
-  kiln::any_tensor d(kiln::dtype::f64, c.shape());
-  d.copy_from(c);
-  const double* p = reinterpret_cast<const double*>(d.bytes());
-  v.assign(p, p + d.numel());
-  return v;
-}
+inline std::vector<double> values(const kiln::any_tensor& t) { return values_of(t); }
 
 inline double* f64_data(kiln::any_tensor& t) { return reinterpret_cast<double*>(t.bytes()); }
 
 inline kiln::any_tensor random_f64(const kiln::dims& s, double lo = -2, double hi = 2) {
-  kiln::any_tensor t(kiln::dtype::f64, s);
-  std::uniform_real_distribution<double> u(lo, hi);
-  for (kiln::index_t i = 0; i < t.numel(); ++i) f64_data(t)[i] = u(rng());
-  return t;
+  return random_tensor(kiln::dtype::f64, s, lo, hi);
 }
 
 /// Feeds with one value replaced (by name).

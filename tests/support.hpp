@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <vector>
 
 namespace kt {
 
@@ -33,6 +34,24 @@ kiln::tensor<T, R> random(const std::array<kiln::index_t, R>& shape, double lo =
     else p[i] = static_cast<T>(u(rng()));
   }
   return t;
+}
+
+/// A tensor of dtype dt with fresh values uniform in [lo, hi) (integers: the floor).
+inline kiln::any_tensor random_tensor(kiln::dtype dt, const kiln::dims& s, double lo = -2, double hi = 2) {
+  kiln::any_tensor f(kiln::dtype::f64, s), t(dt, s);
+  std::uniform_real_distribution<double> u(lo, hi);
+  double* p = reinterpret_cast<double*>(f.bytes());
+  for (kiln::index_t i = 0; i < f.numel(); ++i) p[i] = kiln::is_floating(dt) ? u(rng()) : std::floor(u(rng()));
+  t.copy_from(f);
+  return t;
+}
+
+/// A tensor's values as doubles, row-major.
+inline std::vector<double> values_of(const kiln::any_tensor& t) {
+  kiln::any_tensor d(kiln::dtype::f64, t.shape());
+  d.copy_from(t);
+  const double* p = reinterpret_cast<const double*>(d.bytes());
+  return std::vector<double>(p, p + d.numel());
 }
 
 /// |a - b| <= atol + rtol * |b|, with NaN equal to NaN.

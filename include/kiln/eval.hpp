@@ -21,6 +21,7 @@
 #include "debug/logs.hpp"
 #include "core/tensor.hpp"
 #include "graph/expr.hpp"
+#include "graph/expr_nn.hpp"
 #include "graph/grad.hpp"
 #include "graph/trace.hpp"
 #include "passes/pipeline.hpp"

@@ -35,7 +35,8 @@ constexpr int first_unsupported(const Sched& s) {
     const op o = s.g.nodes[i].o;
     const op_kind k = kind_of(o);
     const bool ok = k == op_kind::leaf || k == op_kind::constant || is_pointwise(o) || o == op::sum || o == op::amax ||
-                    o == op::amin || o == op::matmul || k == op_kind::shape;
+                    o == op::amin || o == op::matmul || k == op_kind::shape || k == op_kind::movement ||
+                    k == op_kind::random;
     if (!ok) return static_cast<int>(i);
   }
   return -1;

@@ -17,6 +17,7 @@
 
 #include "../core/dtype.hpp"
 #include "../core/error.hpp"
+#include "../core/random.hpp"
 #include "../core/shape_rules.hpp"
 #include "../core/tensor.hpp"
 #include "../graph/graph.hpp"
@@ -497,6 +498,199 @@ inline any_tensor run_cross_entropy(const node& n, const any_tensor& z, const an
   return out;
 }
 
+// ---- windows, indexing, random numbers ---------------------------------------------------------
+
+/// An integer tensor's element as an index.
+inline index_t load_index(const any_tensor& t, index_t off) {
+  return t.dt() == dtype::i32 ? load<dtype::i32>(t.bytes(), off) : static_cast<index_t>(load<dtype::i64>(t.bytes(), off));
+}
+
+/// The shape of one row of a table (its axes after the first).
+inline dims row_shape(const dims& table) {
+  dims r;
+  for (int i = 1; i < table.rank; ++i) r.e[r.rank++] = table.e[i];
+  return r;
+}
+
+/// Checks every index against [0, rows) before anything is computed.
+inline void check_indices(const char* who, const any_tensor& idx, index_t rows) {
+  index_t k = 0;
+  for_each_index(idx.shape(), [&](const index_t* ii) {
+    const index_t v = load_index(idx, idx.offset_of(ii));
+    if (v < 0 || v >= rows)
+      throw std::out_of_range(std::string("kiln: ") + who + ": index " + std::to_string(v) + " at position " +
+                              std::to_string(k) + " is outside [0, " + std::to_string(rows) + ")");
+    ++k;
+  });
+}
+
+inline any_tensor run_gather(const node& n, const any_tensor& table, const any_tensor& idx) {
+  const shape_result r = gather_shape(table.shape(), idx.shape());
+  if (!r.ok) throw shape_error("gather", table.shape(), idx.shape(), "do not match as a table [rows, ...] and indices");
+  check_indices("gather", idx, table.shape().e[0]);
+  any_tensor out(n.dt, r.shape);
+  const dims row = row_shape(table.shape());
+  visit(n.dt, [&]<dtype D>() {
+    index_t k = 0;
+    for_each_index(idx.shape(), [&](const index_t* ii) {
+      const index_t v = load_index(idx, idx.offset_of(ii));
+      for_each_index(row, [&](const index_t* e) {
+        index_t off = v * table.strides().e[0];
+        for (int a = 0; a < row.rank; ++a) off += e[a] * table.strides().e[a + 1];
+        reinterpret_cast<storage_t<D>*>(out.bytes())[k++] = reinterpret_cast<const storage_t<D>*>(table.bytes())[off];
+      });
+    });
+  });
+  return out;
+}
+
+inline any_tensor run_scatter_add(const node& n, const any_tensor& idx, const any_tensor& src, const dims& like) {
+  if (!scatter_add_shape(idx.shape(), src.shape(), like).ok)
+    throw shape_error("scatter_add", src.shape(), like, "do not match as a source [...indices, ...row] and a target");
+  check_indices("scatter_add", idx, like.e[0]);
+  any_tensor out(n.dt, like);
+  const dims row = row_shape(like);
+  const index_t width = row.numel();
+  visit(n.dt, [&]<dtype D>() {
+    if constexpr (D != dtype::boolean) {
+      std::vector<accumulator_t<D>> acc(static_cast<std::size_t>(like.numel()), 0);
+      index_t k = 0;  // row of src, row-major over the index's shape
+      for_each_index(idx.shape(), [&](const index_t* ii) {
+        const index_t v = load_index(idx, idx.offset_of(ii));
+        index_t e = 0;
+        for_each_index(row, [&](const index_t* ri) {
+          index_t off = 0;
+          for (int a = 0; a < idx.rank(); ++a) off += ii[a] * src.strides().e[a];
+          for (int a = 0; a < row.rank; ++a) off += ri[a] * src.strides().e[idx.rank() + a];
+          auto& slot = acc[static_cast<std::size_t>(v * width + e++)];
+          const auto x = static_cast<accumulator_t<D>>(load<D>(src.bytes(), off));
+          if constexpr (std::is_integral_v<accumulator_t<D>>) slot = wrapping(slot, x, [](auto p, auto q) { return p + q; });
+          else slot += x;
+        });
+        ++k;
+      });
+      for (index_t i = 0; i < like.numel(); ++i) store<D>(out.bytes(), i, static_cast<compute_t<D>>(acc[static_cast<std::size_t>(i)]));
+    } else {
+      throw std::logic_error("kiln: eager: scatter_add of bool");
+    }
+  });
+  return out;
+}
+
+/// Calls f(row, col, input offset or -1 for padding) for each element of unfold's [c k, l]
+/// matrix of one image (x viewed as [c, h, w] through its strides, from offset `base`).
+template <class F>
+void for_each_window_element(const dims& x, const dims& xs, index_t base, const window2d& w, F&& f) {
+  const index_t c = x.e[1], h = x.e[2], wd = x.e[3];
+  const index_t ho = window_positions(h, w.kh, w.sh, w.ph, w.dh), wo = window_positions(wd, w.kw, w.sw, w.pw, w.dw);
+  for (index_t ch = 0; ch < c; ++ch)
+    for (index_t ky = 0; ky < w.kh; ++ky)
+      for (index_t kx = 0; kx < w.kw; ++kx) {
+        const index_t row = (ch * w.kh + ky) * w.kw + kx;
+        for (index_t oy = 0; oy < ho; ++oy)
+          for (index_t ox = 0; ox < wo; ++ox) {
+            const index_t iy = oy * w.sh - w.ph + ky * w.dh, ix = ox * w.sw - w.pw + kx * w.dw;
+            const bool inside = iy >= 0 && iy < h && ix >= 0 && ix < wd;
+            f(row, oy * wo + ox, inside ? base + ch * xs.e[1] + iy * xs.e[2] + ix * xs.e[3] : index_t{-1});
+          }
+      }
+}
+
+inline any_tensor run_unfold(const node& n, const any_tensor& x) {
+  const window2d w = window_of(n);
+  const shape_result r = unfold_shape(x.shape(), w);
+  if (!r.ok) throw shape_error("unfold", x.shape(), "does not fit the window (needs [n, c, h, w] large enough)");
+  any_tensor out(n.dt, r.shape);
+  const index_t rows = r.shape.e[1], cols = r.shape.e[2];
+  visit(n.dt, [&]<dtype D>() {
+    const auto pad = static_cast<compute_t<D>>(n.value);
+    for (index_t b = 0; b < x.shape().e[0]; ++b)
+      for_each_window_element(x.shape(), x.strides(), b * x.strides().e[0], w, [&](index_t row, index_t col, index_t off) {
+        store<D>(out.bytes(), (b * rows + row) * cols + col, off >= 0 ? load<D>(x.bytes(), off) : pad);
+      });
+  });
+  return out;
+}
+
+inline any_tensor run_fold(const node& n, const any_tensor& cols) {
+  const window2d w = window_of(n);
+  const shape_result r = fold_shape(cols.shape(), w, fold_height(n), fold_width(n));
+  if (!r.ok) throw shape_error("fold", cols.shape(), n.shape, "do not match as columns and an output (columns, target)");
+  any_tensor out(n.dt, r.shape);
+  const index_t rows = cols.shape().e[1], ncol = cols.shape().e[2];
+  visit(n.dt, [&]<dtype D>() {
+    if constexpr (is_floating(D)) {
+      std::vector<double> acc(static_cast<std::size_t>(r.shape.numel()), 0.0);
+      const dims os = contiguous_strides(r.shape);
+      for (index_t b = 0; b < r.shape.e[0]; ++b)
+        for_each_window_element(r.shape, os, b * os.e[0], w, [&](index_t row, index_t col, index_t off) {
+          if (off >= 0)
+            acc[static_cast<std::size_t>(off)] +=
+                load<D>(cols.bytes(), b * cols.strides().e[0] + row * cols.strides().e[1] + col * cols.strides().e[2]);
+        });
+      for (index_t i = 0; i < r.shape.numel(); ++i) store<D>(out.bytes(), i, static_cast<compute_t<D>>(acc[static_cast<std::size_t>(i)]));
+      (void)rows;
+      (void)ncol;
+    } else {
+      throw std::logic_error("kiln: eager: fold of integers");
+    }
+  });
+  return out;
+}
+
+inline any_tensor run_rand(const node& n, const dims& like, const any_tensor& seed) {
+  if (seed.rank() != 0 || seed.dt() != dtype::i64) throw shape_error("rand", seed.shape(), "is not a rank-0 i64 seed");
+  any_tensor out(dtype::f32, like);
+  const philox r(static_cast<std::uint64_t>(load<dtype::i64>(seed.bytes(), 0)), n.axes);
+  float* p = out.data<float>();
+  for (index_t i = 0; i < out.numel(); ++i) p[i] = r.uniform24(static_cast<std::uint64_t>(i));
+  return out;
+}
+
+/// conv2d, max_pool2d and avg_pool2d computed directly (window by window, in double): the
+/// references their decompositions are tested against.
+inline any_tensor run_windowed(const node& n, const any_tensor* in) {
+  const window2d w = window_of(n);
+  const any_tensor& x = in[0];
+  const bool conv = n.o == op::conv2d;
+  const shape_result r = conv ? conv2d_shape(x.shape(), in[1].shape(), in[2].shape(), w) : pool2d_shape(x.shape(), w);
+  if (!r.ok) throw shape_error(name(n.o), x.shape(), conv ? in[1].shape() : n.shape, "do not match (input, weight or output)");
+  any_tensor out(n.dt, r.shape);
+  const dims& o = r.shape;
+  visit(n.dt, [&]<dtype D>() {
+    if constexpr (is_floating(D)) {
+      const index_t cin = x.shape().e[1], h = x.shape().e[2], wd = x.shape().e[3];
+      const auto xs = x.strides();
+      for_each_index(o, [&](const index_t* q) {  // q = (batch, channel, oy, ox)
+        double acc = conv ? 0.0 : n.o == op::max_pool2d ? -std::numeric_limits<double>::infinity() : 0.0;
+        const index_t c0 = conv ? 0 : q[1], c1 = conv ? cin : q[1] + 1;
+        for (index_t c = c0; c < c1; ++c)
+          for (index_t ky = 0; ky < w.kh; ++ky)
+            for (index_t kx = 0; kx < w.kw; ++kx) {
+              const index_t iy = q[2] * w.sh - w.ph + ky * w.dh, ix = q[3] * w.sw - w.pw + kx * w.dw;
+              if (iy < 0 || iy >= h || ix < 0 || ix >= wd) continue;  // padding: 0, or -inf for max
+              const double v = load<D>(x.bytes(), q[0] * xs.e[0] + c * xs.e[1] + iy * xs.e[2] + ix * xs.e[3]);
+              if (conv) {
+                const any_tensor& k = in[1];
+                acc += v * static_cast<double>(load<D>(k.bytes(), q[1] * k.strides().e[0] + c * k.strides().e[1] +
+                                                                     ky * k.strides().e[2] + kx * k.strides().e[3]));
+              } else if (n.o == op::max_pool2d) {
+                acc = std::isnan(acc) || std::isnan(v) ? std::numeric_limits<double>::quiet_NaN() : std::max(acc, v);
+              } else {
+                acc += v;
+              }
+            }
+        if (conv && in[2].rank() == 1) acc += load<D>(in[2].bytes(), q[1] * in[2].strides().e[0]);
+        if (n.o == op::avg_pool2d) acc /= static_cast<double>(w.size());
+        store<D>(out.bytes(), out.offset_of(q), static_cast<compute_t<D>>(acc));
+      });
+    } else {
+      throw std::logic_error("kiln: eager: " + std::string(name(n.o)) + " of integers reached the backend");
+    }
+  });
+  return out;
+}
+
 inline any_tensor run_node(const node& n, const any_tensor* in) {
   switch (kind_of(n.o)) {
     case op_kind::unary: return run_unary(n, in[0]);
@@ -564,9 +758,22 @@ inline any_tensor run_node(const node& n, const any_tensor* in) {
         }
         case op::mse_loss: return run_mse(n, in[0], in[1]);
         case op::cross_entropy: return run_cross_entropy(n, in[0], in[1]);
+        case op::conv2d:
+        case op::max_pool2d:
+        case op::avg_pool2d: return run_windowed(n, in);
         default: break;
       }
       break;
+    case op_kind::movement:
+      switch (n.o) {
+        case op::gather: return run_gather(n, in[0], in[1]);
+        case op::scatter_add: return run_scatter_add(n, in[0], in[1], in[2].shape());
+        case op::unfold: return run_unfold(n, in[0]);
+        case op::fold: return run_fold(n, in[0]);
+        default: break;
+      }
+      break;
+    case op_kind::random: return run_rand(n, in[0].shape(), in[1]);
     case op_kind::leaf:
     case op_kind::autodiff:  // expanded by passes::differentiate before a backend runs
     case op_kind::tuple: break;
@@ -622,21 +829,25 @@ std::vector<any_tensor> run_schedule(const S& s, const std::vector<any_tensor>& 
   const std::size_t n = g.nodes.size();
   if (static_cast<int>(leaves.size()) != g.leaves) throw std::invalid_argument("kiln: eager: wrong leaf count");
   std::vector<any_tensor> vals(n);
+  std::vector<dims> shapes(n);  // of every computed value, kept when the value is dropped
   std::vector<int> occupant(s.buffers.size(), -1);
-  // leaves, constants and views have no kernel: evaluate them on demand
-  auto value = [&](auto& self, int i) -> any_tensor {
+  // leaves, constants and views have no kernel: evaluate them on demand. An operand whose
+  // values are not read (iota's, rand's) may be gone: zeros of its shape stand in for it.
+  auto value = [&](auto& self, int i, bool values) -> any_tensor {
     const node& x = g.nodes[static_cast<std::size_t>(i)];
     if (kind_of(x.o) == op_kind::leaf) return leaves[static_cast<std::size_t>(x.slot)];
     if (s.kernel_of[static_cast<std::size_t>(i)] < 0) {
       any_tensor in[4];
-      for (int j = 0; j < x.nin(); ++j) in[j] = self(self, x.in[j]);
+      for (int j = 0; j < x.nin(); ++j) in[j] = self(self, x.in[j], values && reads_input_values(x.o, j));
       return detail::run_node(x, in);
     }
     const any_tensor& v = vals[static_cast<std::size_t>(i)];
     const int b = s.buffer_of[static_cast<std::size_t>(i)];
-    if (!v.defined() || (b >= 0 && occupant[static_cast<std::size_t>(b)] != i))
+    if (!v.defined() || (b >= 0 && occupant[static_cast<std::size_t>(b)] != i)) {
+      if (!values) return any_tensor(x.dt, shapes[static_cast<std::size_t>(i)]);
       throw std::logic_error("kiln: schedule reads node " + std::to_string(i) + " (" + std::string(name(x.o)) +
                              ") after its value was dropped");
+    }
     return v;
   };
   for (int k = 0; k < static_cast<int>(s.kernels.size()); ++k) {
@@ -644,15 +855,16 @@ std::vector<any_tensor> run_schedule(const S& s, const std::vector<any_tensor>& 
       if (s.kernel_of[i] != k) continue;
       const node& x = g.nodes[i];
       any_tensor in[4];
-      for (int j = 0; j < x.nin(); ++j) in[j] = value(value, x.in[j]);
+      for (int j = 0; j < x.nin(); ++j) in[j] = value(value, x.in[j], reads_input_values(x.o, j));
       vals[i] = detail::run_node(x, in);
+      shapes[i] = vals[i].shape();
       if (s.buffer_of[i] >= 0) occupant[static_cast<std::size_t>(s.buffer_of[i])] = static_cast<int>(i);
     }
     for (std::size_t i = 0; i < n; ++i)
       if (s.kernel_of[i] == k && !s.written[i]) vals[i] = any_tensor{};  // stays in registers: gone
   }
   std::vector<any_tensor> outs;
-  for (int o : g.outputs) outs.push_back(detail::unaliased(value(value, o), leaves));
+  for (int o : g.outputs) outs.push_back(detail::unaliased(value(value, o, true), leaves));
   return outs;
 }
 

@@ -170,4 +170,94 @@ constexpr shape_result cross_entropy_shape(const dims& logits, const dims& label
   return {dims{}, true};
 }
 
+// ---- windows (unfold, fold, conv2d, pooling) and indexing (gather, scatter_add) ------------
+
+/// A 2-D sliding window over the last two axes of [n, c, h, w]: kernel extents, strides,
+/// zero padding on both sides and dilation, as in torch.nn.functional.unfold and conv2d.
+struct window2d {
+  index_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+  /// Kernel elements per channel.
+  constexpr index_t size() const { return kh * kw; }
+  /// Every field fits the node's packing (16 bits) and makes sense.
+  constexpr bool valid() const {
+    const bool ranges = kh >= 1 && kw >= 1 && sh >= 1 && sw >= 1 && ph >= 0 && pw >= 0 && dh >= 1 && dw >= 1;
+    const index_t lim = 1 << 15;
+    return ranges && kh < lim && kw < lim && sh < lim && sw < lim && ph < lim && pw < lim && dh < lim && dw < lim;
+  }
+  friend constexpr bool operator==(const window2d&, const window2d&) = default;
+};
+
+/// Output positions of a window along one axis of static extent n (0 if the window does not
+/// fit in the padded axis).
+constexpr index_t window_positions(index_t n, index_t k, index_t s, index_t p, index_t d) {
+  const index_t span = d * (k - 1) + 1;
+  return n < 0 || n + 2 * p < span ? 0 : (n + 2 * p - span) / s + 1;
+}
+
+/// unfold (im2col): [n, c, h, w] -> [n, c * kh * kw, ho * wo]; column l holds the window at
+/// output position l, rows ordered (channel, ky, kx). Channels and spatial extents are static.
+constexpr shape_result unfold_shape(const dims& x, const window2d& w) {
+  if (x.poisoned()) return poisoned_result();
+  if (x.rank != 4 || !w.valid() || x.e[1] == dyn || x.e[2] == dyn || x.e[3] == dyn) return {dims::poison(), false};
+  const index_t ho = window_positions(x.e[2], w.kh, w.sh, w.ph, w.dh), wo = window_positions(x.e[3], w.kw, w.sw, w.pw, w.dw);
+  if (ho < 1 || wo < 1) return {dims::poison(), false};
+  return {dims{x.e[0], x.e[1] * w.size(), ho * wo}, true};
+}
+
+/// fold (col2im, unfold's adjoint): [n, c * kh * kw, ho * wo] -> [n, c, h, w], each column's
+/// values added back into the window it came from (positions in the padding are dropped).
+constexpr shape_result fold_shape(const dims& cols, const window2d& w, index_t h, index_t wd) {
+  if (cols.poisoned()) return poisoned_result();
+  if (cols.rank != 3 || !w.valid() || h < 1 || wd < 1 || cols.e[1] == dyn || cols.e[2] == dyn ||
+      cols.e[1] % w.size() != 0)
+    return {dims::poison(), false};
+  const index_t ho = window_positions(h, w.kh, w.sh, w.ph, w.dh), wo = window_positions(wd, w.kw, w.sw, w.pw, w.dw);
+  if (ho < 1 || wo < 1 || cols.e[2] != ho * wo) return {dims::poison(), false};
+  return {dims{cols.e[0], cols.e[1] / w.size(), h, wd}, true};
+}
+
+/// conv2d(x [n, c, h, w], weight [o, c, kh, kw], bias [o]) -> [n, o, ho, wo]; the window's kh
+/// and kw are the weight's. A bias of rank 0 means none.
+constexpr shape_result conv2d_shape(const dims& x, const dims& wt, const dims& b, const window2d& w) {
+  if (x.poisoned() || wt.poisoned() || b.poisoned()) return poisoned_result();
+  if (wt.rank != 4 || wt.e[0] == dyn || wt.e[1] == dyn || wt.e[2] != w.kh || wt.e[3] != w.kw) return {dims::poison(), false};
+  if (!(b.rank == 0 || (b.rank == 1 && extents_compatible(b.e[0], wt.e[0])))) return {dims::poison(), false};
+  const shape_result u = unfold_shape(x, w);
+  if (!u.ok || x.e[1] != wt.e[1]) return {dims::poison(), false};
+  return {dims{x.e[0], wt.e[0], window_positions(x.e[2], w.kh, w.sh, w.ph, w.dh),
+               window_positions(x.e[3], w.kw, w.sw, w.pw, w.dw)},
+          true};
+}
+
+/// max_pool2d and avg_pool2d: [n, c, h, w] -> [n, c, ho, wo].
+constexpr shape_result pool2d_shape(const dims& x, const window2d& w) {
+  if (x.poisoned()) return poisoned_result();
+  const shape_result u = unfold_shape(x, w);
+  if (!u.ok || 2 * w.ph > w.kh || 2 * w.pw > w.kw) return {dims::poison(), false};  // PyTorch: pad <= kernel / 2
+  return {dims{x.e[0], x.e[1], window_positions(x.e[2], w.kh, w.sh, w.ph, w.dh),
+               window_positions(x.e[3], w.kw, w.sw, w.pw, w.dw)},
+          true};
+}
+
+/// gather(table [v, ...], index [...]) -> [...index, ...table's trailing axes]: the rows of
+/// table that index names (torch.nn.functional.embedding).
+constexpr shape_result gather_shape(const dims& table, const dims& index) {
+  if (table.poisoned() || index.poisoned()) return poisoned_result();
+  if (table.rank < 1 || index.rank + table.rank - 1 > max_rank) return {dims::poison(), false};
+  dims r = index;
+  for (int i = 1; i < table.rank; ++i) r.e[r.rank++] = table.e[i];
+  return {r, true};
+}
+
+/// scatter_add(index [...], src [...index, ...like's trailing axes], like [v, ...]) -> like's
+/// shape: zeros with src's rows added at the rows index names (gather's adjoint).
+constexpr shape_result scatter_add_shape(const dims& index, const dims& src, const dims& like) {
+  if (index.poisoned() || src.poisoned() || like.poisoned()) return poisoned_result();
+  const shape_result g = gather_shape(like, index);
+  if (!g.ok || g.shape.rank != src.rank) return {dims::poison(), false};
+  for (int i = 0; i < src.rank; ++i)
+    if (!extents_compatible(g.shape.e[i], src.e[i])) return {dims::poison(), false};
+  return {like, true};
+}
+
 }  // namespace kiln

@@ -72,6 +72,13 @@ inline std::string node_line(const node& n, int i) {
     s += " value=" + v.str();
   }
   if (kind_of(n.o) == op_kind::reduce) s += " axes=" + std::to_string(n.axes) + (n.keepdim ? " keepdim" : "");
+  if (n.o == op::unfold || n.o == op::fold || n.o == op::conv2d || n.o == op::max_pool2d || n.o == op::avg_pool2d) {
+    const window2d w = window_of(n);
+    s += " kernel=" + std::to_string(w.kh) + "x" + std::to_string(w.kw) + " stride=" + std::to_string(w.sh) + "," +
+         std::to_string(w.sw) + " padding=" + std::to_string(w.ph) + "," + std::to_string(w.pw) + " dilation=" +
+         std::to_string(w.dh) + "," + std::to_string(w.dw);
+  }
+  if (n.o == op::rand) s += " stream=" + std::to_string(n.axes);
   return s;
 }
 

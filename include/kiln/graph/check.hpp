@@ -59,12 +59,26 @@ KILN_ERROR_TYPE(integer_inputs_are_not_differentiable, dtype D, "grad and jvp ne
 KILN_ERROR_TYPE(tangent_shape_does_not_match, class Input KILN_COMMA class Tangent, "a tangent needs its input's shape");
 KILN_ERROR_TYPE(custom_gradient_shape_does_not_match, class Input KILN_COMMA class Rule,
                 "a custom gradient rule must give the input's shape (or one it broadcasts to)");
+KILN_ERROR_TYPE(window_does_not_fit, op Op KILN_COMMA class X KILN_COMMA class Kernel_Stride_Padding_Dilation,
+                "a 2-D window op needs x [n, c, h, w] with static c, h, w, a window that fits the padded input, "
+                "and (pooling) padding at most half the kernel");
+KILN_ERROR_TYPE(conv2d_shapes_do_not_match, class X KILN_COMMA class Weight KILN_COMMA class Bias,
+                "conv2d needs x [n, c, h, w], weight [out, c, kh, kw] with static extents, and bias [out]");
+KILN_ERROR_TYPE(fold_shapes_do_not_match, class Cols KILN_COMMA class Kernel_Stride_Padding_Dilation KILN_COMMA class Output,
+                "fold needs columns [n, c * kh * kw, positions] whose positions are the window's in the output");
+KILN_ERROR_TYPE(indices_must_be_integers, op Op KILN_COMMA dtype Index, "indices must be an integer tensor");
+KILN_ERROR_TYPE(gather_shapes_do_not_match, op Op KILN_COMMA class Table KILN_COMMA class Index,
+                "gather needs a table of rank >= 1 (rows on axis 0); scatter_add a source shaped [...index, ...row]");
+KILN_ERROR_TYPE(seed_must_be_a_rank0_i64, class Seed KILN_COMMA dtype D, "a random op's seed is a rank-0 i64 value");
 KILN_ERROR_TYPE(outputs_cannot_nest, op Got, "kiln::outputs takes expressions, not another kiln::outputs");
 
 #undef KILN_COMMA
 #undef KILN_ERROR_TYPE
 
 }  // namespace error
+
+/// Window attributes carried in one type for error messages.
+template <index_t Kernel, index_t Stride, index_t Padding, index_t Dilation> struct window_args {};
 
 /// Slice attributes carried in one type for error messages.
 template <int Axis, index_t Begin, index_t End, index_t Step> struct slice_args {};

@@ -16,6 +16,7 @@
 #include "../core/cvec.hpp"
 #include "../core/dtype.hpp"
 #include "../core/shape.hpp"
+#include "../core/shape_rules.hpp"
 #include "ops.hpp"
 
 namespace kiln {
@@ -41,13 +42,13 @@ struct node {
   std::array<int, 4> in{-1, -1, -1, -1};  ///< inputs, by node index; nin() of them are used
 
   // attributes, by op
-  std::uint32_t axes = 0;      ///< reductions: bit i set = reduce axis i of the input
+  std::uint32_t axes = 0;      ///< reductions: bit i set = reduce axis i of the input; rand: its stream
   bool keepdim = false;        ///< reductions
   int axis = 0;                ///< slice, concat
-  index_t begin = 0, end = 0;  ///< slice: on axis, after wrapping negatives
+  index_t begin = 0, end = 0;  ///< slice: on axis, after wrapping negatives (windows: see window_of)
   index_t step = 1;            ///< slice
   axis_perm perm{};                          ///< permute: result axis i is input axis perm[i]
-  double value = 0;                          ///< constant: its value; var: correction
+  double value = 0;                          ///< constant: its value; var: correction; unfold: padding value
   int slot = -1;                             ///< leaves: index into the leaf table
   const char* name = nullptr;                ///< input, param: the placeholder's name (static storage)
   std::uint8_t name_len = 0;
@@ -62,6 +63,26 @@ struct node {
     name_len = static_cast<std::uint8_t>(s.size() < max_name ? s.size() : max_name);
   }
 };
+
+/// The window of an unfold, fold, conv2d or pooling node, packed 16 bits a field into begin
+/// (kernel and stride) and step (padding and dilation); fold keeps its output's spatial
+/// extents in end (h | w << 32).
+constexpr window2d window_of(const node& n) {
+  const auto f = [](index_t v, int i) { return static_cast<index_t>((static_cast<std::uint64_t>(v) >> (16 * i)) & 0xffffu); };
+  return {f(n.begin, 0), f(n.begin, 1), f(n.begin, 2), f(n.begin, 3), f(n.step, 0), f(n.step, 1), f(n.step, 2), f(n.step, 3)};
+}
+constexpr void set_window(node& n, const window2d& w) {
+  const auto p = [](index_t a, index_t b, index_t c, index_t d) {
+    return static_cast<index_t>(static_cast<std::uint64_t>(a) | static_cast<std::uint64_t>(b) << 16 |
+                                static_cast<std::uint64_t>(c) << 32 | static_cast<std::uint64_t>(d) << 48);
+  };
+  n.begin = p(w.kh, w.kw, w.sh, w.sw);
+  n.step = p(w.ph, w.pw, w.dh, w.dw);
+}
+/// fold's output height and width.
+constexpr index_t fold_height(const node& n) { return n.end & 0xffffffff; }
+constexpr index_t fold_width(const node& n) { return n.end >> 32; }
+constexpr void set_fold_extents(node& n, index_t h, index_t w) { n.end = h | (w << 32); }
 
 /// The graph value. Its arrays (cvec) work inside constant evaluation as long as nothing
 /// allocated escapes it; freeze() turns a result into a fixed-size constant that may.
@@ -184,6 +205,30 @@ constexpr const char* check_graph(const G& g) {
         break;
       case op_kind::cast:
         if (!(in(0).shape == x.shape)) return "cast changes shape";
+        break;
+      case op_kind::movement: {
+        shape_result r{};
+        switch (x.o) {
+          case op::gather:
+            if (in(0).dt != x.dt || !is_integral(in(1).dt)) return "gather needs a table of its dtype and integer indices";
+            r = gather_shape(in(0).shape, in(1).shape);
+            break;
+          case op::scatter_add:
+            if (!is_integral(in(0).dt) || in(1).dt != x.dt || in(2).dt != x.dt)
+              return "scatter_add needs integer indices and a source and target of its dtype";
+            r = scatter_add_shape(in(0).shape, in(1).shape, in(2).shape);
+            break;
+          case op::unfold: r = unfold_shape(in(0).shape, window_of(x)); break;
+          case op::fold: r = fold_shape(in(0).shape, window_of(x), fold_height(x), fold_width(x)); break;
+          default: break;
+        }
+        if (x.o != op::gather && x.o != op::scatter_add && in(0).dt != x.dt) return "unfold and fold keep the dtype";
+        if (!r.ok || !(r.shape == x.shape)) return "movement node shape does not follow from its inputs";
+        break;
+      }
+      case op_kind::random:
+        if (x.dt != dtype::f32 || !(in(0).shape == x.shape)) return "rand is f32 and shaped like its first input";
+        if (in(1).dt != dtype::i64 || in(1).shape.rank != 0) return "rand needs a rank-0 i64 seed";
         break;
       case op_kind::composite: break;
       case op_kind::autodiff:

@@ -27,8 +27,16 @@ enum class op : std::uint8_t {
   // shape and type; iota: 0 .. extent-1 of input axis node.axis (as i64); numel: element count
   // of the input's node.axes (the input's values are not read by either)
   reshape, permute, broadcast, slice, concat, iota, numel, cast,
+  // data movement by index arithmetic, each run by a kernel of its own: gather(table, index)
+  // takes rows of table (embedding); scatter_add(index, src, like) adds src's rows into zeros
+  // shaped like `like` (not read) at those rows; unfold(x) lays each 2-D window of x out as a
+  // column (im2col, padding filled with node.value); fold(cols) adds columns back (col2im)
+  gather, scatter_add, unfold, fold,
+  // rand(like, seed): uniform [0, 1) f32 values shaped like `like` (not read), element i being
+  // philox(seed, stream = node.axes).uniform24(i); seed is a rank-0 i64 value
+  rand,
   // high-level ops with more than one primitive in their decomposition
-  softmax, log_softmax, layer_norm, linear, mse_loss, cross_entropy,
+  softmax, log_softmax, layer_norm, linear, mse_loss, cross_entropy, conv2d, max_pool2d, avg_pool2d,
   // differentiation, expanded by passes/autodiff.hpp before fusion: detach(x) is x with no
   // gradient; grad(loss, w) is d loss / d w; jvp(y, x, u) is the derivative of y along u at x;
   // custom(y, x, rule, g) is y whose gradient with respect to x is `rule`, an expression of the
@@ -38,7 +46,9 @@ enum class op : std::uint8_t {
   tuple,
 };
 
-enum class op_kind : std::uint8_t { leaf, constant, unary, binary, ternary, reduce, matmul, shape, cast, composite, autodiff, tuple };
+enum class op_kind : std::uint8_t {
+  leaf, constant, unary, binary, ternary, reduce, matmul, shape, cast, movement, random, composite, autodiff, tuple
+};
 
 struct op_info {
   std::string_view name;
@@ -69,8 +79,11 @@ inline constexpr op_info op_table[] = {
     {"reshape", K::shape, 1},    {"permute", K::shape, 1},   {"broadcast", K::shape, 1},
     {"slice", K::shape, 1},      {"concat", K::shape, 2},    {"iota", K::shape, 1},
     {"numel", K::shape, 1},      {"cast", K::cast, 1},
+    {"gather", K::movement, 2},  {"scatter_add", K::movement, 3}, {"unfold", K::movement, 1},
+    {"fold", K::movement, 1},    {"rand", K::random, 2},
     {"softmax", K::composite, 1}, {"log_softmax", K::composite, 1}, {"layer_norm", K::composite, 3},
     {"linear", K::composite, 3},  {"mse_loss", K::composite, 2},    {"cross_entropy", K::composite, 2},
+    {"conv2d", K::composite, 3},  {"max_pool2d", K::composite, 1},  {"avg_pool2d", K::composite, 1},
     {"detach", K::autodiff, 1},   {"grad", K::autodiff, 2},         {"jvp", K::autodiff, 3},
     {"custom", K::autodiff, 4},   {"cotangent", K::autodiff, 0},
     {"tuple", K::tuple, 0},
@@ -92,6 +105,14 @@ constexpr bool is_commutative(op o) {
 constexpr bool is_pointwise(op o) {
   const op_kind k = kind_of(o);
   return k == op_kind::unary || k == op_kind::binary || k == op_kind::ternary || k == op_kind::cast;
+}
+/// Ops that run as a kernel of their own, which no other node joins (data movement by index
+/// arithmetic and random numbers): the backends have one routine for each.
+constexpr bool is_standalone(op o) { return kind_of(o) == op_kind::movement || kind_of(o) == op_kind::random; }
+/// Whether a node of op o reads the values of its input j; false for inputs that give only a
+/// shape (iota's, numel's and rand's first, scatter_add's third), which need not be in memory.
+constexpr bool reads_input_values(op o, int j) {
+  return !(j == 0 && (o == op::iota || o == op::numel || o == op::rand)) && !(j == 2 && o == op::scatter_add);
 }
 /// Unary ops that compute in floating point (integers are cast to f32 first, as in PyTorch).
 constexpr bool is_float_unary(op o) {

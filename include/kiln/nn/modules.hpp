@@ -54,6 +54,74 @@ struct linear {
   }
 };
 
+/// Tag selecting a module's training-mode forward (dropout active): `net{}(x, nn::train)`.
+/// Without it, a module computes its inference forward (dropout is the identity), so the
+/// training step and the evaluation of one model are two expressions, each its own plan.
+struct training_t {
+  explicit constexpr training_t() = default;
+};
+inline constexpr training_t train{};
+
+/// torch.nn.Conv2d (one group, square stride and padding): weight [Out, In, K, K] named
+/// "<Name>.weight" and bias [Out] named "<Name>.bias", both uniform in +-1/sqrt(In K K) as
+/// PyTorch initialises them. Input [n, In, h, w] -> [n, Out, ho, wo].
+template <fixed_string Name, index_t In, index_t Out, index_t K, index_t Stride = 1, index_t Padding = 0,
+          dtype D = dtype::f32>
+struct conv2d {
+  static_assert(In > 0 && Out > 0 && K > 0, "kiln: nn::conv2d needs static, positive channels and kernel");
+  using weight = param<Name + ".weight", D, shape<Out, In, K, K>>;
+  using bias = param<Name + ".bias", D, shape<Out>>;
+  using params = std::tuple<weight, bias>;
+
+  template <tensor_operand X>
+  constexpr auto operator()(const X& x) const {
+    return kiln::conv2d<Stride, Padding>(x, weight{}, bias{});
+  }
+  static void init(state_dict& sd, std::uint64_t seed) {
+    const double bound = 1.0 / std::sqrt(static_cast<double>(In * K * K));
+    init::uniform(sd.at(std::string(weight::name.view())), -bound, bound, seed, stream_of(weight::name.view()));
+    init::uniform(sd.at(std::string(bias::name.view())), -bound, bound, seed, stream_of(bias::name.view()));
+  }
+};
+
+/// torch.nn.Embedding: weight [Num, Dim] named "<Name>.weight", normal(0, 1) as PyTorch
+/// initialises it; integer indices [...] -> [..., Dim].
+template <fixed_string Name, index_t Num, index_t Dim, dtype D = dtype::f32>
+struct embedding {
+  static_assert(Num > 0 && Dim > 0, "kiln: nn::embedding needs static, positive extents");
+  using weight = param<Name + ".weight", D, shape<Num, Dim>>;
+  using params = std::tuple<weight>;
+
+  template <tensor_operand I>
+  constexpr auto operator()(const I& index) const {
+    return kiln::embedding(index, weight{});
+  }
+  static void init(state_dict& sd, std::uint64_t seed) {
+    init::normal(sd.at(std::string(weight::name.view())), 0.0, 1.0, seed, stream_of(weight::name.view()));
+  }
+};
+
+/// torch.nn.Dropout with p = Num / Den (nn::dropout<"drop", 20> drops 20%): in training mode
+/// each element is zeroed with probability p and the others scaled by 1 / (1 - p), the mask
+/// drawn from the run's seed (kiln::seed_input, fed by optim::trainer at each step) and the
+/// stream of Name; in inference mode it is the identity.
+template <fixed_string Name, index_t Num, index_t Den = 100>
+struct dropout {
+  static_assert(Den > 0 && Num >= 0 && Num < Den, "kiln: nn::dropout needs 0 <= Num / Den < 1");
+  static constexpr double p = static_cast<double>(Num) / static_cast<double>(Den);
+  using params = std::tuple<>;
+
+  template <tensor_operand X>
+  constexpr auto operator()(const X& x) const {
+    return as_expr(x);
+  }
+  template <tensor_operand X>
+  constexpr auto operator()(const X& x, training_t) const {
+    return kiln::dropout<Name, Num, Den>(x, seed_input{});
+  }
+  static void init(state_dict&, std::uint64_t) {}
+};
+
 /// A function with no parameters as a module.
 template <class F>
 struct activation {
@@ -77,11 +145,45 @@ struct silu_fn {
 struct tanh_fn {
   template <class X> constexpr auto operator()(const X& x) const { return kiln::tanh(x); }
 };
+template <index_t K, index_t S>
+struct max_pool2d_fn {
+  template <class X> constexpr auto operator()(const X& x) const { return kiln::max_pool2d<K, S>(x); }
+};
+template <index_t K, index_t S>
+struct avg_pool2d_fn {
+  template <class X> constexpr auto operator()(const X& x) const { return kiln::avg_pool2d<K, S>(x); }
+};
+/// [n, ...] -> [n, product of the rest] (the rest static).
+struct flatten_fn {
+  template <class X>
+  constexpr auto operator()(const X& x) const {
+    using E = decltype(as_expr(x));
+    constexpr bool ok = [] {
+      for (int i = 1; i < E::shape.rank; ++i)
+        if (E::shape.e[i] == dyn) return false;
+      return E::shape.rank >= 2;
+    }();
+    static_assert(ok, "kiln: nn::flatten needs [n, ...] of rank >= 2 with static extents after the first");
+    constexpr index_t rest = [] {
+      index_t r = 1;
+      for (int i = 1; i < E::shape.rank; ++i) r *= E::shape.e[i];
+      return r;
+    }();
+    return kiln::reshape<dyn, rest>(x);
+  }
+};
 }  // namespace detail
 using relu = activation<detail::relu_fn>;
 using gelu = activation<detail::gelu_fn>;
 using silu = activation<detail::silu_fn>;
 using tanh = activation<detail::tanh_fn>;
+/// torch.nn.MaxPool2d and AvgPool2d (square windows, stride defaults to the kernel).
+template <index_t K, index_t S = K>
+using max_pool2d = activation<detail::max_pool2d_fn<K, S>>;
+template <index_t K, index_t S = K>
+using avg_pool2d = activation<detail::avg_pool2d_fn<K, S>>;
+/// torch.nn.Flatten: [n, c, h, w] -> [n, c h w].
+using flatten = activation<detail::flatten_fn>;
 
 /// Modules applied in order (torch.nn.Sequential).
 template <class... M>
@@ -90,15 +192,25 @@ struct sequential {
 
   template <tensor_operand X>
   constexpr auto operator()(const X& x) const {
-    return apply<M...>(x);
+    return apply<false, M...>(x);
+  }
+  /// The training-mode forward: modules that have one (dropout) use it.
+  template <tensor_operand X>
+  constexpr auto operator()(const X& x, training_t) const {
+    return apply<true, M...>(x);
   }
   static void init(state_dict& sd, std::uint64_t seed) { (M::init(sd, seed), ...); }
 
  private:
-  template <class First, class... Rest, class X>
+  template <bool Train, class Mod, class X>
+  static constexpr auto call(const X& x) {
+    if constexpr (Train && requires { Mod{}(x, train); }) return Mod{}(x, train);
+    else return Mod{}(x);
+  }
+  template <bool Train, class First, class... Rest, class X>
   static constexpr auto apply(const X& x) {
-    if constexpr (sizeof...(Rest) == 0) return First{}(x);
-    else return apply<Rest...>(First{}(x));
+    if constexpr (sizeof...(Rest) == 0) return call<Train, First>(x);
+    else return apply<Train, Rest...>(call<Train, First>(x));
   }
 };
 

@@ -48,6 +48,8 @@ class trainer {
       for (const hyper_slot& o : hyper_) have = have || o.name == h.name;
       if (!have) hyper_.push_back(std::move(h));
     }
+    for (const node& n : traced<Step>::value.nodes)
+      if (n.o == op::input && n.label() == seed_input::name.view()) seed_value_ = any_tensor(dtype::i64, dims{});
     for (const auto& [n, owner] : names_) {
       if (n != owner) states_[n] = any_tensor(params_.at(owner).dt(), params_.at(owner).shape());  // zeros
       const any_tensor& cur = current(n);
@@ -72,6 +74,10 @@ class trainer {
       if (!found) throw std::logic_error("kiln: trainer: the optimizer gives no value for " + h.base);
       f.push_back({h.name, h.value});
     }
+    if (seed_value_.defined()) {  // a new seed each step: the random ops draw new values
+      *seed_value_.template data<std::int64_t>() = static_cast<std::int64_t>(step_seed(seed_, t_));
+      f.push_back({seed_input::name.view(), seed_value_});
+    }
     for (const auto& [n, t] : params_) f.push_back({n, t});
     for (const auto& [n, t] : states_) f.push_back({n, t});
     std::vector<any_tensor> into(1 + next_.size());
@@ -91,6 +97,17 @@ class trainer {
   const nn::state_dict& states() const { return states_; }
   /// Steps taken so far.
   std::int64_t steps() const { return t_; }
+  /// The base seed of the random ops in the step (dropout): step t feeds kiln::seed_input the
+  /// value step_seed(seed, t), so a run repeated or resumed with the same seed draws the same
+  /// masks. Not saved in checkpoints: set it again before resuming.
+  void seed(std::uint64_t s) { seed_ = s; }
+  /// The seed fed at step t (splitmix64 of the base seed and t).
+  static constexpr std::uint64_t step_seed(std::uint64_t base, std::int64_t t) {
+    std::uint64_t z = base + 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(t + 1);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
   /// The frozen plan of the step.
   static constexpr const auto& schedule = plan<Step>::schedule;
 
@@ -133,6 +150,8 @@ class trainer {
   };
   std::vector<any_tensor> next_;
   std::vector<hyper_slot> hyper_;
+  any_tensor seed_value_;  ///< fed as kiln::seed_input when the step has random ops
+  std::uint64_t seed_ = 0;
   std::int64_t t_ = 0;
 };
 

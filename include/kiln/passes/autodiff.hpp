@@ -17,7 +17,9 @@
 // elementwise factors. The emitted nodes are ordinary primitives, so they are differentiable in
 // turn: gradients of gradients (Hessian-vector products) need nothing more.
 //
-// Integer and bool values carry no derivative, and neither do comparisons, iota and numel.
+// Integer and bool values carry no derivative, and neither do comparisons, iota, numel and rand.
+// gather, scatter_add, unfold and fold are linear in their data operand: each one's adjoint is
+// its partner (gather <-> scatter_add, unfold <-> fold).
 // Conventions at kinks: abs'(0) = 0; max/min of two tensors split a tie evenly (torch.maximum);
 // max/min against a constant or a C++ scalar (relu's 0, a clamp bound) passes the gradient only
 // where strictly greater (smaller): relu'(0) = 0, as in PyTorch; amax/amin share the gradient
@@ -57,7 +59,7 @@ struct differ {
   constexpr int c(double v, dtype dt) { return b.constant(v, dt); }
 
   static constexpr bool carries_derivative(const node& n) {
-    return is_floating(n.dt) && !is_comparison(n.o) && n.o != op::iota && n.o != op::numel && n.o != op::detach &&
+    return is_floating(n.dt) && !is_comparison(n.o) && n.o != op::iota && n.o != op::numel && n.o != op::detach && n.o != op::rand &&
            n.o != op::constant && n.o != op::scalar && n.o != op::bound;
   }
 
@@ -234,6 +236,15 @@ struct differ {
         if (active[1]) out[1] = reduce_to(b.matmul(b.transpose(y.in[0]), g), in_shape(1));
         return;
       case op_kind::shape: shape_vjp(y, g, active, out); return;
+      case op_kind::movement:  // each linear in its data operand: the adjoint is the other op
+        switch (y.o) {
+          case op::gather: out[0] = b.scatter_add(y.in[1], g, y.in[0]); return;
+          case op::scatter_add: out[1] = b.gather(g, y.in[0]); return;
+          case op::unfold: out[0] = b.fold(g, window_of(y), in_shape(0).e[2], in_shape(0).e[3]); return;
+          case op::fold: out[0] = b.unfold(g, window_of(y)); return;
+          default: return;
+        }
+      case op_kind::random: return;  // no derivative
       case op_kind::autodiff:
         if (y.o == op::custom && active[1]) out[1] = reduce_to(substitute(y.in[2], y.in[3], g), in_shape(1));
         return;
@@ -345,6 +356,15 @@ struct differ {
         }
         return expand_to(sum, y.shape);
       }
+      case op_kind::movement:  // linear in the data operand: the same op on its tangent
+        switch (y.o) {
+          case op::gather: return b.gather(t[0], y.in[1]);
+          case op::scatter_add: return b.scatter_add(y.in[0], t[1], y.in[2]);
+          case op::unfold: return b.unfold(t[0], window_of(y));  // padding is constant: tangent 0
+          case op::fold: return b.fold(t[0], window_of(y), fold_height(y), fold_width(y));
+          default: return -1;
+        }
+      case op_kind::random: return -1;
       case op_kind::shape: {
         if (y.o == op::iota || y.o == op::numel) return -1;
         node n = y;  // the same view of the tangent
@@ -393,7 +413,8 @@ struct differ {
         active[static_cast<std::size_t>(i)] = active[static_cast<std::size_t>(x.in[1])];
         continue;
       }
-      for (int j = 0; j < x.nin(); ++j) active[static_cast<std::size_t>(i)] |= active[static_cast<std::size_t>(x.in[j])];
+      for (int j = 0; j < x.nin(); ++j)  // inputs that give only a shape carry no derivative
+        if (reads_input_values(x.o, j)) active[static_cast<std::size_t>(i)] |= active[static_cast<std::size_t>(x.in[j])];
     }
     return active;
   }

@@ -61,6 +61,7 @@ struct builder {
   /// Swaps the last two axes.
   constexpr int transpose(int x) {
     const int r = at(x).shape.rank;
+    if (r < 2) return x;  // (never asked for; keeps p[r - 2] in bounds for the compiler too)
     node n = make(op::permute, at(x).dt, dims{});
     std::int8_t p[max_rank]{};
     for (int i = 0; i < r; ++i) p[i] = static_cast<std::int8_t>(i);
@@ -106,6 +107,28 @@ struct builder {
   constexpr int iota(int x, int axis, dtype dt) {
     node n = with_inputs(make(op::iota, dt, dims{at(x).shape.e[axis]}), x);
     n.axis = axis;
+    return emit(n);
+  }
+  /// Rows of table named by index (gather), and its adjoint: src's rows added into zeros shaped
+  /// like `like` (scatter_add).
+  constexpr int gather(int table, int index) {
+    return emit(with_inputs(make(op::gather, at(table).dt, gather_shape(at(table).shape, at(index).shape).shape), table, index));
+  }
+  constexpr int scatter_add(int index, int src, int like) {
+    return emit(with_inputs(make(op::scatter_add, at(src).dt, at(like).shape), index, src, like));
+  }
+  /// im2col of x [n, c, h, w] with window w (padding filled with pad), and its adjoint col2im
+  /// back to [n, c, h, wd].
+  constexpr int unfold(int x, const window2d& w, double pad = 0) {
+    node n = with_inputs(make(op::unfold, at(x).dt, unfold_shape(at(x).shape, w).shape), x);
+    set_window(n, w);
+    n.value = pad;
+    return emit(n);
+  }
+  constexpr int fold(int cols, const window2d& w, index_t h, index_t wd) {
+    node n = with_inputs(make(op::fold, at(cols).dt, fold_shape(at(cols).shape, w, h, wd).shape), cols);
+    set_window(n, w);
+    set_fold_extents(n, h, wd);
     return emit(n);
   }
   /// The element count of x's axes in `axes`, as a rank-0 value of dtype dt.

@@ -3,6 +3,7 @@
 // (silu uses sigmoid, layer_norm uses mean): they are expanded in turn.
 #pragma once
 
+#include <limits>
 #include <numbers>
 
 #include "../core/cvec.hpp"
@@ -93,6 +94,33 @@ struct decomposer {
     return mean(b.sub(lse, picked), 1u, false);
   }
 
+  /// conv2d as im2col and one batched matmul: the weight [o, c, kh, kw] viewed as [o, c kh kw]
+  /// times the columns [n, c kh kw, ho wo], plus the bias (rank 0: none) while the result is
+  /// still the matmul's [n, o, ho wo] (so it is the matmul's epilogue), viewed as [n, o, ho, wo].
+  constexpr int conv2d(int x, int w, int bias, const window2d& win) {
+    const dims xs = b.at(x).shape, ws = b.at(w).shape;
+    const index_t o = ws.e[0];
+    const int cols = b.unfold(x, win);
+    int y = b.matmul(b.reshape(w, dims{o, ws.e[1] * ws.e[2] * ws.e[3]}), cols);
+    if (b.at(bias).shape.rank == 1) y = b.add(y, b.reshape(bias, dims{o, 1}));
+    return b.reshape(y, dims{xs.e[0], o, window_positions(xs.e[2], win.kh, win.sh, win.ph, win.dh),
+                             window_positions(xs.e[3], win.kw, win.sw, win.pw, win.dw)});
+  }
+  /// Pooling as a reduction over the windows: unfold (padding -inf for max, 0 for the average
+  /// as count_include_pad), viewed as [n, c, kh kw, ho wo], reduced over the window axis.
+  constexpr int pool2d(op o, int x, const window2d& win) {
+    const dims xs = b.at(x).shape;
+    const dtype t = b.at(x).dt;
+    const index_t ho = window_positions(xs.e[2], win.kh, win.sh, win.ph, win.dh);
+    const index_t wo = window_positions(xs.e[3], win.kw, win.sw, win.pw, win.dw);
+    const bool is_max = o == op::max_pool2d;
+    const int cols = b.unfold(x, win, is_max ? -std::numeric_limits<double>::infinity() : 0.0);
+    const int windows = b.reshape(cols, dims{xs.e[0], xs.e[1], win.size(), ho * wo});
+    int r = b.reduce(is_max ? op::amax : op::sum, windows, 1u << 2, false);
+    if (!is_max) r = b.div(r, c(static_cast<double>(win.size()), t));
+    return b.reshape(r, dims{xs.e[0], xs.e[1], ho, wo});
+  }
+
   /// Emits node n (inputs already renumbered) in primitive form; returns its new index.
   constexpr int run(node n) {
     const auto& in = n.in;
@@ -110,6 +138,9 @@ struct decomposer {
       case op::linear: return linear(in[0], in[1], in[2]);
       case op::mse_loss: return mse_loss(in[0], in[1]);
       case op::cross_entropy: return cross_entropy(in[0], in[1]);
+      case op::conv2d: return conv2d(in[0], in[1], in[2], window_of(n));
+      case op::max_pool2d:
+      case op::avg_pool2d: return pool2d(n.o, in[0], window_of(n));
       default: return b.emit(n);  // already a primitive
     }
   }
@@ -122,7 +153,7 @@ constexpr bool is_primitive(op o) {
   switch (o) {
     case op::relu: case op::sigmoid: case op::silu: case op::gelu: case op::gelu_tanh: case op::mean:
     case op::var: case op::softmax: case op::log_softmax: case op::layer_norm: case op::linear:
-    case op::mse_loss: case op::cross_entropy:
+    case op::mse_loss: case op::cross_entropy: case op::conv2d: case op::max_pool2d: case op::avg_pool2d:
       return false;
     default: return true;
   }

@@ -9,6 +9,9 @@
 //   - a matmul takes its pointwise epilogue (bias, activation, residual add, cast);
 //   - views (reshape, permute, slice, broadcast) and element counts are not kernels: they
 //     change how a buffer is indexed. Their operand must then be materialised;
+//   - gather, scatter_add, unfold, fold and rand each run as a kernel of their own that no
+//     other node joins (a routine per op in each backend); an operand that gives only a shape
+//     (rand's first, scatter_add's third, iota's) is no dependency and need not be in memory;
 //   - a pointwise node computed from leaves alone (an optimizer's `decay * w`) opens no kernel:
 //     it is placed in the kernel of its first reader of the same shape (the matmul computing
 //     w's gradient), else in one of its own when something must read it from memory.
@@ -111,6 +114,7 @@ struct fuser {
   cvec<cvec<int>> reads_from;  // per kernel: kernels whose outputs it reads
   cvec<int> row_kernels;        // kernels opened by a reduction over a buffer (sibling candidates)
   cvec<char> backward;          // per kernel: whether it holds a node of a derivative (phase != 0)
+  cvec<char> closed;            // per kernel: a standalone op's own kernel, which nothing joins
   cvec<int> seen;               // per node: the walk of deferred_deps that last visited it
   int stamp = 0;
 
@@ -152,14 +156,16 @@ struct fuser {
     for (std::size_t r = row_kernels.size(); r-- > 0;) {
       const int k = row_kernels[r];
       const kernel& K = kernels[static_cast<std::size_t>(k)];
-      if (K.kind != kernel_kind::reduction || K.source != src || !(K.space == space)) continue;
+      if (K.kind != kernel_kind::reduction || K.source != src || !(K.space == space) || closed[static_cast<std::size_t>(k)]) continue;
       if (axes != ~0u && K.axes != axes) continue;
       if (may_join(k, deps, count)) return k;
     }
     return -1;
   }
 
-  constexpr bool fits(const kernel& k, const node& n) const {
+  constexpr bool fits(int kernel_index, const node& n) const {
+    if (closed[static_cast<std::size_t>(kernel_index)]) return false;
+    const kernel& k = kernels[static_cast<std::size_t>(kernel_index)];
     switch (k.kind) {
       case kernel_kind::pointwise:
       case kernel_kind::matmul: return n.shape == k.space;
@@ -179,6 +185,7 @@ struct fuser {
     kernels.push_back(k);
     reads_from.emplace_back();
     backward.push_back(0);
+    closed.push_back(0);
     return static_cast<int>(kernels.size()) - 1;
   }
 
@@ -259,6 +266,7 @@ struct fuser {
       const bool pointwise = is_pointwise(n.o);
       for (int j = 0; j < n.nin(); ++j) {
         const int in = n.in[j];
+        if (!reads_input_values(n.o, j)) continue;  // only its shape: no dependency on its kernel
         if (is_view(g.nodes[static_cast<std::size_t>(in)].o)) {
           const int src = source(in);
           if (src >= 0) materialize(src);
@@ -322,7 +330,7 @@ struct fuser {
       }
       if (kind_of(n.o) == op_kind::reduce) {
         const int k = join[0];
-        if (k >= 0) {
+        if (k >= 0 && !closed[static_cast<std::size_t>(k)]) {
           kernel& p = kernels[static_cast<std::size_t>(k)];
           const dims& in = g.nodes[static_cast<std::size_t>(n.in[0])].shape;
           if (p.kind == kernel_kind::pointwise && p.space == in) {
@@ -357,11 +365,17 @@ struct fuser {
       cvec<int> all(deps, deps + count);
       for (int j = 0; j < count; ++j)
         if (inline_[j]) deferred_deps(n.in[j], all);
+      if (is_standalone(n.o)) {  // gather, scatter_add, unfold, fold, rand: a kernel of their own
+        const int k = open(kernel_kind::pointwise, n.shape, 0, i);
+        closed[static_cast<std::size_t>(k)] = 1;
+        place(i, k, deps, count);
+        continue;
+      }
       int best = no_kernel;
       if (n.o != op::concat && n.o != op::iota) {
         for (int j = 0; j < count; ++j) {
           const int k = join[j];
-          if (k < 0 || k <= best || !fits(kernels[static_cast<std::size_t>(k)], n)) continue;
+          if (k < 0 || k <= best || !fits(k, n)) continue;
           if (may_join(k, all.data(), static_cast<int>(all.size()))) best = k;
         }
       }
@@ -413,7 +427,7 @@ struct fuser {
 
 /// The fusion pass.
 constexpr fused_graph fuse(const graph& g) {
-  detail::fuser f{g, {}, {}, {}, {}, {}, {}, 0};
+  detail::fuser f{g, {}, {}, {}, {}, {}, {}, {}, 0};
   f.run();
   // renumber kernels in execution order
   const cvec<int> order = f.order();
@@ -428,6 +442,7 @@ constexpr fused_graph fuse(const graph& g) {
   for (std::size_t u = 0; u < g.nodes.size(); ++u)
     for (int j = 0; j < g.nodes[u].nin(); ++j) {
       const auto i = static_cast<std::size_t>(g.nodes[u].in[j]);
+      if (!reads_input_values(g.nodes[u].o, j)) continue;  // a shape, not values
       if (out.kernel_of[i] != no_kernel && (out.kernel_of[u] != out.kernel_of[i] || is_view(g.nodes[u].o)))
         out.written[i] = 1;
     }
@@ -454,6 +469,7 @@ constexpr fused_graph fuse(const graph& g) {
         K.bytes_written += bytes_of(n.shape, n.dt);
       }
       for (int j = 0; j < n.nin(); ++j) {
+        if (!reads_input_values(n.o, j)) continue;
         int src = n.in[j];
         while (is_view(g.nodes[static_cast<std::size_t>(src)].o) && g.nodes[static_cast<std::size_t>(src)].o != op::numel)
           src = g.nodes[static_cast<std::size_t>(src)].in[0];

@@ -52,8 +52,9 @@ struct partitioner {
     for (int o : g.outputs) kept[static_cast<std::size_t>(o)] = 1;
     for (const node& x : g.nodes) {
       if (x.phase != 0) continue;
-      const bool reads_memory = x.o == op::matmul || kind_of(x.o) == op_kind::shape;
-      for (int j = 0; j < x.nin() && reads_memory; ++j) kept[static_cast<std::size_t>(x.in[j])] = 1;
+      const bool reads_memory = x.o == op::matmul || kind_of(x.o) == op_kind::shape || kind_of(x.o) == op_kind::movement;
+      for (int j = 0; j < x.nin() && reads_memory; ++j)
+        if (reads_input_values(x.o, j)) kept[static_cast<std::size_t>(x.in[j])] = 1;
     }
     out.leaves = g.leaves;
     for (std::size_t i = 0; i < n; ++i) {

@@ -33,6 +33,7 @@ constexpr schedule plan(const fused_graph& f) {
     const int k = f.kernel_of[u];
     if (k == no_kernel) continue;
     for (int j = 0; j < g.nodes[u].nin(); ++j) {
+      if (!reads_input_values(g.nodes[u].o, j)) continue;
       int src = g.nodes[u].in[j];
       while (is_view(g.nodes[static_cast<std::size_t>(src)].o)) src = g.nodes[static_cast<std::size_t>(src)].in[0];
       auto& l = last[static_cast<std::size_t>(src)];

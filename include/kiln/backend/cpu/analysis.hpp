@@ -94,6 +94,7 @@ constexpr auto stored_nodes(const Sched& s) {
     const node& n = s.g.nodes[u];
     if (n.o == op::numel) continue;
     for (int j = 0; j < n.nin(); ++j) {
+      if (!reads_input_values(n.o, j)) continue;  // a shape only
       const auto i = static_cast<std::size_t>(n.in[static_cast<std::size_t>(j)]);
       if (s.kernel_of[i] >= 0 && (s.kernel_of[u] != s.kernel_of[i] || passes::is_view(n.o))) st[i] = true;
     }
@@ -237,7 +238,7 @@ constexpr Info analyse_kernel(const Sched& s, int k, const bool* stored) {
     d.o = x.o;
     d.dt = x.dt;
     note_dtype(x.dt);
-    if (x.o == op::concat || x.o == op::iota) f.per_node = true;
+    if (x.o == op::concat || x.o == op::iota || is_standalone(x.o)) f.per_node = true;
     const bool red = kind_of(x.o) == op_kind::reduce;
     f.reduction[static_cast<std::size_t>(p)] = red;
     if (red) {

@@ -29,7 +29,8 @@
 //              once per element type (the epilogue is called through a pointer).
 // A kernel whose run-time shapes do not have the structure fusion assumed (dynamic extents
 // that turn out different) runs node by node instead, as do kernels with concat or iota, and
-// kernels that read one of their own values through a view.
+// kernels that read one of their own values through a view. gather, scatter_add, unfold, fold
+// and rand are kernels of their own, each a routine of movement.hpp.
 #pragma once
 
 #include <algorithm>
@@ -41,6 +42,7 @@
 
 #include "analysis.hpp"
 #include "gemm.hpp"
+#include "movement.hpp"
 #include "parallel.hpp"
 #include "runtime.hpp"
 #include "simd.hpp"
@@ -575,6 +577,20 @@ inline void single_concat(state& st, int x) {
   copy_elements(hi, b);
 }
 
+/// gather, scatter_add, unfold, fold, rand: their routines (movement.hpp), not templates.
+inline void single_movement(state& st, int x) {
+  const node& n = st.at(x);
+  const view out = st.dest[static_cast<std::size_t>(x)];
+  switch (n.o) {
+    case op::gather: run_gather(st.view_of(n.in[0]), st.view_of(n.in[1]), out); break;
+    case op::scatter_add: run_scatter_add(st.view_of(n.in[0]), st.view_of(n.in[1]), out); break;
+    case op::unfold: run_unfold(st.view_of(n.in[0]), out, window_of(n), n.value); break;
+    case op::fold: run_fold(st.view_of(n.in[0]), out, window_of(n)); break;
+    case op::rand: run_rand(st.view_of(n.in[1]), out, n.axes); break;
+    default: throw std::logic_error("kiln: cpu: no routine for op " + std::string(name(n.o)));
+  }
+}
+
 /// The descriptor of node x run alone: every operand from memory (constants and counts as
 /// one-element temporaries), so one instantiation serves every node of that op and dtypes.
 template <class Sched>
@@ -600,6 +616,7 @@ void run_single(state& st, int x) {
   else if constexpr (D.o == op::matmul) single_matmul<D.dt>(st, x);
   else if constexpr (D.o == op::iota) single_iota<D.dt>(st, x);
   else if constexpr (D.o == op::concat) single_concat(st, x);
+  else if constexpr (is_standalone(D.o)) single_movement(st, x);
   else static_assert(D.o == op::concat, "kiln: cpu: no single-node rule for this op");
 }
 

@@ -337,6 +337,36 @@ struct state {
             default: break;
           }
           break;
+        case op_kind::movement: {
+          shape_result m{};
+          const char* what = "";
+          switch (n.o) {
+            case op::gather:
+              m = gather_shape(in(0), in(1));
+              what = "do not match as a table [rows, ...] and indices";
+              break;
+            case op::scatter_add:
+              m = scatter_add_shape(in(0), in(1), in(2));
+              what = "do not match as a source [...indices, ...row] and a target";
+              break;
+            case op::unfold:
+              m = unfold_shape(in(0), window_of(n));
+              what = "do not fit the window";
+              break;
+            case op::fold:
+              m = fold_shape(in(0), window_of(n), fold_height(n), fold_width(n));
+              what = "do not match as columns and an output";
+              break;
+            default: break;
+          }
+          if (!m.ok) throw shape_error(name(n.o), in(0), n.shape, what);
+          r = m.shape;
+          break;
+        }
+        case op_kind::random:
+          if (in(1).rank != 0) throw shape_error("rand", in(1), "is not a rank-0 seed");
+          r = in(0);
+          break;
         default:
           throw std::logic_error("kiln: cpu: op " + std::string(name(n.o)) + " reached the backend (not a primitive)");
       }

@@ -1,0 +1,195 @@
+// kiln/backend/cpu/movement.hpp: the CPU routines of the ops that run as kernels of their own
+// (gather, scatter_add, unfold, fold, rand). Each is plain code over strided views, threaded
+// over independent parts of its output; the arithmetic matches the eager reference: the same
+// indices are rejected before anything is written, and rand draws the same numbers.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "../../core/random.hpp"
+#include "../../core/shape_rules.hpp"
+#include "../../graph/graph.hpp"
+#include "parallel.hpp"
+#include "runtime.hpp"
+
+namespace kiln::cpu::detail {
+
+/// The index values of an integer view, row-major, each checked against [0, rows).
+inline std::vector<index_t> checked_indices(const char* who, const view& idx, index_t rows) {
+  std::vector<index_t> out;
+  out.reserve(static_cast<std::size_t>(idx.shape.numel()));
+  for_each_index(idx.shape, [&](const index_t* ii) {
+    index_t off = 0;
+    for (int a = 0; a < idx.shape.rank; ++a) off += ii[a] * idx.strides.e[a];
+    const index_t v = idx.dt == dtype::i32 ? reinterpret_cast<const std::int32_t*>(idx.p)[off]
+                                           : static_cast<index_t>(reinterpret_cast<const std::int64_t*>(idx.p)[off]);
+    if (v < 0 || v >= rows)
+      throw std::out_of_range(std::string("kiln: ") + who + ": index " + std::to_string(v) + " at position " +
+                              std::to_string(out.size()) + " is outside [0, " + std::to_string(rows) + ")");
+    out.push_back(v);
+  });
+  return out;
+}
+
+/// Row k of a view whose leading `lead` axes are the index's (shape [...index, ...row]), and
+/// row v of a table: views of one row.
+inline view row_of(const view& t, int lead, const dims& lead_shape, index_t k) {
+  view r = t;
+  r.shape.rank = t.shape.rank - lead;
+  for (int a = 0; a < r.shape.rank; ++a) {
+    r.shape.e[a] = t.shape.e[lead + a];
+    r.strides.e[a] = t.strides.e[lead + a];
+  }
+  index_t off = 0;
+  for (int a = lead - 1; a >= 0; --a) {
+    off += (k % lead_shape.e[a]) * t.strides.e[a];
+    k /= lead_shape.e[a];
+  }
+  r.p = t.p + off * static_cast<index_t>(size_of(t.dt));
+  return r;
+}
+
+inline void run_gather(const view& table, const view& idx, const view& out) {
+  const std::vector<index_t> rows = checked_indices("gather", idx, table.shape.e[0]);
+  const dims table_rows{table.shape.e[0]};
+  parallel_for(static_cast<index_t>(rows.size()), 64, [&](index_t b, index_t e) {
+    for (index_t k = b; k < e; ++k)
+      copy_elements(row_of(out, idx.shape.rank, idx.shape, k), row_of(table, 1, table_rows, rows[static_cast<std::size_t>(k)]));
+  });
+}
+
+/// Zeros shaped like out, with src's rows added at the indexed rows; floating-point sums in
+/// double, as the eager reference; threads over the columns of a row, so each output element
+/// is summed by one thread in index order (the same result for any thread count).
+inline void run_scatter_add(const view& idx, const view& src, const view& out) {
+  const std::vector<index_t> rows = checked_indices("scatter_add", idx, out.shape.e[0]);
+  const index_t width = out.shape.numel() / (out.shape.e[0] > 0 ? out.shape.e[0] : 1);
+  visit(out.dt, [&]<dtype D>() {
+    if constexpr (D != dtype::boolean) {
+      using acc_t = std::conditional_t<is_floating(D), double, compute_t<D>>;
+      std::vector<acc_t> acc(static_cast<std::size_t>(out.shape.numel()), acc_t(0));
+      const int lead = idx.shape.rank;
+      parallel_for(width, 256, [&](index_t c0, index_t c1) {
+        for (std::size_t k = 0; k < rows.size(); ++k) {
+          const view s = row_of(src, lead, idx.shape, static_cast<index_t>(k));
+          acc_t* a = acc.data() + rows[k] * width;
+          index_t c = 0;
+          for_each_index(s.shape, [&](const index_t* ri) {
+            if (c >= c0 && c < c1) {
+              index_t off = 0;
+              for (int d = 0; d < s.shape.rank; ++d) off += ri[d] * s.strides.e[d];
+              const auto x = static_cast<acc_t>(static_cast<compute_t<D>>(reinterpret_cast<const storage_t<D>*>(s.p)[off]));
+              if constexpr (std::is_integral_v<acc_t>)
+                a[c] = static_cast<acc_t>(static_cast<std::make_unsigned_t<acc_t>>(a[c]) + static_cast<std::make_unsigned_t<acc_t>>(x));
+              else a[c] += x;
+            }
+            ++c;
+          });
+        }
+      });
+      index_t i = 0;
+      for_each_index(out.shape, [&](const index_t* oi) {
+        index_t off = 0;
+        for (int d = 0; d < out.shape.rank; ++d) off += oi[d] * out.strides.e[d];
+        reinterpret_cast<storage_t<D>*>(out.p)[off] = storage_t<D>(static_cast<compute_t<D>>(acc[static_cast<std::size_t>(i++)]));
+      });
+    } else {
+      throw std::logic_error("kiln: cpu: scatter_add of bool");
+    }
+  });
+}
+
+/// One image's unfold (im2col) or fold (col2im): walks the windows of channel ch, calling
+/// f(row, col, input offset or -1 for padding) along each output row of the window grid.
+template <class F>
+void window_channel(const dims& x, const dims& xs, const window2d& w, index_t ch, F&& f) {
+  const index_t h = x.e[2], wd = x.e[3];
+  const index_t ho = window_positions(h, w.kh, w.sh, w.ph, w.dh), wo = window_positions(wd, w.kw, w.sw, w.pw, w.dw);
+  for (index_t ky = 0; ky < w.kh; ++ky)
+    for (index_t kx = 0; kx < w.kw; ++kx) {
+      const index_t row = (ch * w.kh + ky) * w.kw + kx;
+      for (index_t oy = 0; oy < ho; ++oy) {
+        const index_t iy = oy * w.sh - w.ph + ky * w.dh;
+        for (index_t ox = 0; ox < wo; ++ox) {
+          const index_t ix = ox * w.sw - w.pw + kx * w.dw;
+          const bool inside = iy >= 0 && iy < h && ix >= 0 && ix < wd;
+          f(row, oy * wo + ox, inside ? ch * xs.e[1] + iy * xs.e[2] + ix * xs.e[3] : index_t{-1});
+        }
+      }
+    }
+}
+
+inline void run_unfold(const view& x, const view& out, const window2d& w, double pad) {
+  const index_t n = x.shape.e[0], c = x.shape.e[1];
+  visit(out.dt, [&]<dtype D>() {
+    using T = storage_t<D>;
+    const T fill = T(static_cast<compute_t<D>>(pad));
+    parallel_for(n * c, 1, [&](index_t b, index_t e) {
+      for (index_t q = b; q < e; ++q) {
+        const index_t img = q / c, ch = q % c;
+        const T* src = reinterpret_cast<const T*>(x.p) + img * x.strides.e[0];
+        T* dst = reinterpret_cast<T*>(out.p) + img * out.strides.e[0];
+        window_channel(x.shape, x.strides, w, ch, [&](index_t row, index_t col, index_t off) {
+          dst[row * out.strides.e[1] + col * out.strides.e[2]] = off >= 0 ? src[off] : fill;
+        });
+      }
+    });
+  });
+}
+
+inline void run_fold(const view& cols, const view& out, const window2d& w) {
+  const index_t n = out.shape.e[0], c = out.shape.e[1];
+  visit(out.dt, [&]<dtype D>() {
+    if constexpr (is_floating(D)) {
+      using T = storage_t<D>;
+      parallel_for(n * c, 1, [&](index_t b, index_t e) {
+        std::vector<compute_t<D>> acc(static_cast<std::size_t>(out.shape.e[2] * out.shape.e[3]));
+        const dims plane{1, 1, out.shape.e[2], out.shape.e[3]};
+        const dims plane_strides{0, 0, out.shape.e[3], 1};
+        for (index_t q = b; q < e; ++q) {
+          const index_t img = q / c, ch = q % c;
+          std::fill(acc.begin(), acc.end(), compute_t<D>(0));
+          const T* src = reinterpret_cast<const T*>(cols.p) + img * cols.strides.e[0];
+          window_channel(plane, plane_strides, w, 0, [&](index_t row, index_t col, index_t off) {
+            if (off >= 0)
+              acc[static_cast<std::size_t>(off)] += static_cast<compute_t<D>>(
+                  src[(ch * w.size() + row) * cols.strides.e[1] + col * cols.strides.e[2]]);
+          });
+          T* dst = reinterpret_cast<T*>(out.p) + img * out.strides.e[0] + ch * out.strides.e[1];
+          for (index_t y = 0; y < out.shape.e[2]; ++y)
+            for (index_t xx = 0; xx < out.shape.e[3]; ++xx)
+              dst[y * out.strides.e[2] + xx * out.strides.e[3]] = T(acc[static_cast<std::size_t>(y * out.shape.e[3] + xx)]);
+        }
+      });
+    } else {
+      throw std::logic_error("kiln: cpu: fold of integers");
+    }
+  });
+}
+
+/// Uniform [0, 1) floats, element i (row-major) = philox(seed, stream).uniform24(i).
+inline void run_rand(const view& seed, const view& out, std::uint32_t stream) {
+  const philox r(static_cast<std::uint64_t>(*reinterpret_cast<const std::int64_t*>(seed.p)), stream);
+  const index_t total = out.shape.numel();
+  if (is_contiguous(out)) {
+    float* p = reinterpret_cast<float*>(out.p);
+    parallel_for((total + 3) / 4, 1024, [&](index_t b, index_t e) {
+      for (index_t blk = b; blk < e; ++blk) {
+        const auto w = r.block(static_cast<std::uint64_t>(blk));
+        for (index_t j = 0; j < 4 && blk * 4 + j < total; ++j) p[blk * 4 + j] = philox::to_uniform24(w[static_cast<std::size_t>(j)]);
+      }
+    });
+    return;
+  }
+  index_t i = 0;
+  for_each_index(out.shape, [&](const index_t* oi) {
+    index_t off = 0;
+    for (int d = 0; d < out.shape.rank; ++d) off += oi[d] * out.strides.e[d];
+    reinterpret_cast<float*>(out.p)[off] = r.uniform24(static_cast<std::uint64_t>(i++));
+  });
+}
+
+}  // namespace kiln::cpu::detail

@@ -1,0 +1,301 @@
+// kiln/graph/expr_nn.hpp: capture of the ops that small CNNs, embeddings and dropout need:
+// 2-D windows (unfold, fold, conv2d, max_pool2d, avg_pool2d), indexing (gather, embedding,
+// scatter_add) and counter-based random numbers (rand_like, dropout).
+//
+//   auto y = relu(conv2d<1, 1>(x, w, b));          // stride 1, padding 1; x [n, c, h, w]
+//   auto p = max_pool2d<2>(y);                      // 2x2 windows, stride 2
+//   auto e = embedding(tokens, table);              // rows of table [v, d] named by tokens
+//   auto d = dropout<"drop1", 50>(h, seed);          // p = 50/100; seed: kiln::seed_input
+//
+// conv2d and the poolings are high-level ops: the eager backend runs them directly (the
+// reference), the decomposition pass turns them into unfold (im2col), matmul and reductions.
+// Window ops need static channels and spatial extents; the batch extent may be dyn.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+
+#include "../core/random.hpp"
+#include "expr.hpp"
+
+namespace kiln {
+
+namespace ex {
+
+template <window2d W, bool NegInfPad, class A>
+struct unfold : node_base<A> {
+  static constexpr dtype dt = A::dt;
+  static constexpr dims shape = detail::ok_or_poison(unfold_shape(A::shape, W));
+  static constexpr node make() {
+    node n = detail::make_node(op::unfold, dt, shape);
+    set_window(n, W);
+    n.value = NegInfPad ? -std::numeric_limits<double>::infinity() : 0.0;
+    return n;
+  }
+};
+
+template <window2d W, index_t H, index_t Wd, class A>
+struct fold : node_base<A> {
+  static constexpr dtype dt = A::dt;
+  static constexpr dims shape = detail::ok_or_poison(fold_shape(A::shape, W, H, Wd));
+  static constexpr node make() {
+    node n = detail::make_node(op::fold, dt, shape);
+    set_window(n, W);
+    set_fold_extents(n, H, Wd);
+    return n;
+  }
+};
+
+template <class T, class I>
+struct gather : node_base<T, I> {
+  static constexpr dtype dt = T::dt;
+  static constexpr dims shape = detail::ok_or_poison(gather_shape(T::shape, I::shape));
+  static constexpr node make() { return detail::make_node(op::gather, dt, shape); }
+};
+
+template <class I, class S, class L>
+struct scatter_add : node_base<I, S, L> {
+  static constexpr dtype dt = S::dt;
+  static constexpr dims shape = detail::ok_or_poison(scatter_add_shape(I::shape, S::shape, L::shape));
+  static constexpr node make() { return detail::make_node(op::scatter_add, dt, shape); }
+};
+
+template <std::uint32_t Stream, class L, class Seed>
+struct rand : node_base<L, Seed> {
+  static constexpr dtype dt = dtype::f32;
+  static constexpr dims shape = L::shape;
+  static constexpr node make() {
+    node n = detail::make_node(op::rand, dt, shape);
+    n.axes = Stream;
+    return n;
+  }
+};
+
+/// A rank-0 constant known at compile time (its double's bits as the template argument: clang
+/// 14 takes no floating-point template arguments). Unlike a C++ scalar, which is a run-time
+/// leaf, it is part of the graph: an expression holding only literals and placeholders is pure,
+/// so tracing shares it wherever it appears (a loss under many grad nodes is traced once).
+template <dtype D, std::uint64_t Bits>
+struct literal : leaf_base<0, 0> {
+  static constexpr dtype dt = D;
+  static constexpr dims shape{};
+  static constexpr node make() {
+    node n = detail::make_node(op::constant, D, shape);
+    n.value = std::bit_cast<double>(Bits);
+    return n;
+  }
+};
+
+/// conv2d(x, weight, bias), max_pool2d(x), avg_pool2d(x) with their window.
+template <op O, window2d W, class... K>
+struct windowed : node_base<K...> {
+  static constexpr dtype dt = std::tuple_element_t<0, std::tuple<K...>>::dt;
+  static constexpr dims shape = [] {
+    constexpr dims s[] = {K::shape..., dims{}, dims{}};
+    if constexpr (O == op::conv2d) return detail::ok_or_poison(conv2d_shape(s[0], s[1], s[2], W));
+    else return detail::ok_or_poison(pool2d_shape(s[0], W));
+  }();
+  static constexpr node make() {
+    node n = detail::make_node(O, dt, shape);
+    set_window(n, W);
+    return n;
+  }
+};
+
+}  // namespace ex
+
+/// The seed input that kiln's random ops conventionally read (optim::trainer feeds it at every
+/// step: a new dropout mask each step, the same masks when a run is repeated or resumed).
+using seed_input = input<"kiln.seed", dtype::i64, shape<>>;
+
+namespace detail {
+template <index_t K, index_t S, index_t P, index_t D>
+constexpr window2d square_window() {
+  return {K, K, S, S, P, P, D, D};
+}
+
+template <op O, window2d W, bool NegInf, tensor_operand X>
+constexpr auto unfold_node(const X& x) {
+  using E = decltype(as_expr(x));
+  constexpr bool ok = unfold_shape(E::shape, W).ok;
+  (void)error::window_does_not_fit<O, as_shape<E::shape>, window_args<W.kh, W.sh, W.ph, W.dh>, ok>::value;
+  if constexpr (!ok) return ex::invalid<E::dt>{};
+  else return ex::build<ex::unfold<W, NegInf, E>>(as_expr(x));
+}
+
+template <op O, window2d W, tensor_operand X>
+constexpr auto pool_node(const X& x) {
+  using E = decltype(as_expr(x));
+  constexpr dtype d = float_result(E::dt);
+  constexpr bool ok = pool2d_shape(E::shape, W).ok;
+  (void)error::window_does_not_fit<O, as_shape<E::shape>, window_args<W.kh, W.sh, W.ph, W.dh>, ok>::value;
+  if constexpr (!ok) {
+    return ex::invalid<d>{};
+  } else {
+    auto c = to_dtype<d>(as_expr(x));
+    return ex::build<ex::windowed<O, W, decltype(c)>>(c);
+  }
+}
+}  // namespace detail
+
+// ---- windows ----------------------------------------------------------------------------------
+
+/// unfold<Kernel, Stride, Padding, Dilation>(x): im2col, as torch.nn.functional.unfold:
+/// [n, c, h, w] -> [n, c * k * k, ho * wo], zero padding.
+template <index_t Kernel, index_t Stride = 1, index_t Padding = 0, index_t Dilation = 1, tensor_operand X>
+constexpr auto unfold(const X& x) {
+  return detail::unfold_node<op::unfold, detail::square_window<Kernel, Stride, Padding, Dilation>(), false>(x);
+}
+
+/// fold<H, W, Kernel, Stride, Padding, Dilation>(cols): col2im, as torch.nn.functional.fold:
+/// [n, c * k * k, ho * wo] -> [n, c, H, W], overlapping windows summed.
+template <index_t H, index_t W, index_t Kernel, index_t Stride = 1, index_t Padding = 0, index_t Dilation = 1,
+          tensor_operand X>
+constexpr auto fold(const X& cols) {
+  using E = decltype(as_expr(cols));
+  constexpr window2d win = detail::square_window<Kernel, Stride, Padding, Dilation>();
+  constexpr bool ok = fold_shape(E::shape, win, H, W).ok;
+  (void)error::fold_shapes_do_not_match<as_shape<E::shape>, window_args<Kernel, Stride, Padding, Dilation>,
+                                        shape<H, W>, ok>::value;
+  if constexpr (!ok) return ex::invalid<E::dt>{};
+  else return ex::build<ex::fold<win, H, W, E>>(as_expr(cols));
+}
+
+namespace detail {
+template <index_t Stride, index_t Padding, index_t Dilation, bool HasBias, class X, class Wt, class B>
+constexpr auto conv2d_node(const X& x, const Wt& w, const B& b) {
+  using EX = decltype(as_expr(x));
+  using EW = decltype(as_expr(w));
+  using EB = decltype(as_expr(b));
+  constexpr dims xs = EX::shape, ws = EW::shape, bs = EB::shape;
+  constexpr dtype d = float_result(promote(promote(EX::dt, EW::dt), EB::dt));
+  constexpr bool poisoned = xs.poisoned() || ws.poisoned() || bs.poisoned();
+  // operands that fit together: weight [out, c, kh, kw] (static), x [n, c, h, w], bias [out] or none
+  constexpr bool match_ok =
+      poisoned || (ws.rank == 4 && ws.e[0] > 0 && ws.e[1] > 0 && ws.e[2] > 0 && ws.e[3] > 0 && xs.rank == 4 &&
+                   xs.e[1] == ws.e[1] && (HasBias ? bs.rank == 1 && extents_compatible(bs.e[0], ws.e[0]) : bs.rank == 0));
+  constexpr window2d win{match_ok && !poisoned ? ws.e[2] : 1, match_ok && !poisoned ? ws.e[3] : 1, Stride, Stride,
+                         Padding, Padding, Dilation, Dilation};
+  constexpr bool fit_ok = !match_ok || poisoned || unfold_shape(xs, win).ok;
+  (void)error::conv2d_shapes_do_not_match<as_shape<xs>, as_shape<ws>, as_shape<bs>, match_ok>::value;
+  (void)error::window_does_not_fit<op::conv2d, as_shape<xs>, window_args<win.kh, Stride, Padding, Dilation>, fit_ok>::value;
+  if constexpr (!(match_ok && fit_ok)) {
+    return ex::invalid<d>{};
+  } else {
+    auto cx = to_dtype<d>(as_expr(x));
+    auto cw = to_dtype<d>(as_expr(w));
+    auto cb = to_dtype<d>(as_expr(b));
+    return ex::build<ex::windowed<op::conv2d, win, decltype(cx), decltype(cw), decltype(cb)>>(cx, cw, cb);
+  }
+}
+}  // namespace detail
+
+/// conv2d<Stride, Padding, Dilation>(x, weight, bias), as torch.nn.functional.conv2d (one
+/// group): x [n, c, h, w], weight [out, c, kh, kw], bias [out] -> [n, out, ho, wo].
+template <index_t Stride = 1, index_t Padding = 0, index_t Dilation = 1, tensor_operand X, tensor_operand Wt,
+          tensor_operand B>
+constexpr auto conv2d(const X& x, const Wt& weight, const B& bias) {
+  return detail::conv2d_node<Stride, Padding, Dilation, true>(x, weight, bias);
+}
+/// conv2d without a bias (its graph node carries a rank-0 operand in the bias's place, which
+/// means none).
+template <index_t Stride = 1, index_t Padding = 0, index_t Dilation = 1, tensor_operand X, tensor_operand Wt>
+constexpr auto conv2d(const X& x, const Wt& weight) {
+  using EW = decltype(as_expr(weight));
+  return detail::conv2d_node<Stride, Padding, Dilation, false>(x, weight, ex::literal<float_result(EW::dt), 0>{});
+}
+
+/// max_pool2d<Kernel, Stride = Kernel, Padding = 0>(x): the maximum of each window, padding
+/// counting as -inf (torch.nn.functional.max_pool2d). Its gradient is shared evenly among tied
+/// maxima (PyTorch gives it to one of them).
+template <index_t Kernel, index_t Stride = Kernel, index_t Padding = 0, tensor_operand X>
+constexpr auto max_pool2d(const X& x) {
+  return detail::pool_node<op::max_pool2d, detail::square_window<Kernel, Stride, Padding, 1>()>(x);
+}
+/// avg_pool2d<Kernel, Stride = Kernel, Padding = 0>(x): the mean of each window, padding counted
+/// as zeros (torch's count_include_pad=True).
+template <index_t Kernel, index_t Stride = Kernel, index_t Padding = 0, tensor_operand X>
+constexpr auto avg_pool2d(const X& x) {
+  return detail::pool_node<op::avg_pool2d, detail::square_window<Kernel, Stride, Padding, 1>()>(x);
+}
+
+// ---- indexing --------------------------------------------------------------------------------
+
+/// gather(table, index): table[index] along axis 0, shaped [...index, ...table's other axes].
+/// An index outside [0, rows) throws std::out_of_range when the graph runs.
+template <tensor_operand T, tensor_operand I>
+constexpr auto gather(const T& table, const I& index) {
+  using ET = decltype(as_expr(table));
+  using EI = decltype(as_expr(index));
+  constexpr bool int_ok = is_integral(EI::dt) && EI::dt != dtype::boolean;
+  constexpr bool shape_ok = gather_shape(ET::shape, EI::shape).ok;
+  (void)error::indices_must_be_integers<op::gather, EI::dt, int_ok>::value;
+  (void)error::gather_shapes_do_not_match<op::gather, as_shape<ET::shape>, as_shape<EI::shape>, shape_ok>::value;
+  if constexpr (!(int_ok && shape_ok)) return ex::invalid<ET::dt>{};
+  else return ex::build<ex::gather<ET, EI>>(as_expr(table), as_expr(index));
+}
+
+/// embedding(index, table): torch.nn.functional.embedding(input, weight), i.e. gather.
+template <tensor_operand I, tensor_operand T>
+constexpr auto embedding(const I& index, const T& table) {
+  return gather(table, index);
+}
+
+/// scatter_add(index, src, like): zeros shaped like `like` (whose values are not read), with
+/// each row of src added at the row that index names (gather's adjoint; repeated indices add).
+template <tensor_operand I, tensor_operand S, tensor_operand L>
+constexpr auto scatter_add(const I& index, const S& src, const L& like) {
+  using EI = decltype(as_expr(index));
+  using ES = decltype(as_expr(src));
+  using EL = decltype(as_expr(like));
+  constexpr bool int_ok = is_integral(EI::dt) && EI::dt != dtype::boolean;
+  constexpr bool shape_ok = scatter_add_shape(EI::shape, ES::shape, EL::shape).ok;
+  (void)error::indices_must_be_integers<op::scatter_add, EI::dt, int_ok>::value;
+  (void)error::gather_shapes_do_not_match<op::scatter_add, as_shape<EL::shape>, as_shape<ES::shape>, shape_ok>::value;
+  if constexpr (!(int_ok && shape_ok)) {
+    return ex::invalid<ES::dt>{};
+  } else {
+    auto cl = to_dtype<ES::dt>(as_expr(like));
+    return ex::build<ex::scatter_add<EI, ES, decltype(cl)>>(as_expr(index), as_expr(src), cl);
+  }
+}
+
+// ---- random numbers --------------------------------------------------------------------------
+
+/// rand_like<Stream>(x, seed): f32 values uniform in [0, 1) shaped like x (x's values are not
+/// read). Element i (row-major) is philox(seed, stream).uniform24(i) with stream the FNV hash of
+/// the name Stream: the same on every backend and thread count. Give each random op of a graph
+/// its own stream name; two with the same name and operands are the same values.
+template <fixed_string Stream = "rand", tensor_operand X, tensor_operand S>
+constexpr auto rand_like(const X& x, const S& seed) {
+  using EX = decltype(as_expr(x));
+  using ES = decltype(as_expr(seed));
+  constexpr bool ok = ES::dt == dtype::i64 && ES::shape.rank == 0;
+  (void)error::seed_must_be_a_rank0_i64<as_shape<ES::shape>, ES::dt, ok>::value;
+  if constexpr (!ok) return ex::invalid<dtype::f32>{};
+  else
+    return ex::build<ex::rand<static_cast<std::uint32_t>(stream_of(Stream.view())), EX, ES>>(as_expr(x), as_expr(seed));
+}
+
+/// dropout<Stream, Num, Den = 100>(x, seed): zeroes each element with probability p = Num / Den
+/// (0 <= p < 1) and scales the others by 1 / (1 - p), as torch.nn.functional.dropout in training
+/// mode. The mask is rand_like<Stream>(x, seed) >= p, so the backward pass uses the same mask.
+/// p is a compile-time ratio: dropout<"fc1.drop", 20>(h, seed) drops 20%. (A run-time p would
+/// be a C++ scalar leaf, and an expression holding one is not shared by tracing.)
+template <fixed_string Stream, index_t Num, index_t Den = 100, tensor_operand X, tensor_operand S>
+constexpr auto dropout(const X& x, const S& seed) {
+  static_assert(Den > 0 && Num >= 0 && Num < Den, "kiln: dropout needs 0 <= Num / Den < 1");
+  using EX = decltype(as_expr(x));
+  constexpr dtype d = float_result(EX::dt);
+  constexpr double p = static_cast<double>(Num) / static_cast<double>(Den);
+  constexpr double scale = 1.0 / (1.0 - p);
+  const auto cx = to_dtype<d>(as_expr(x));
+  using P = ex::literal<dtype::f32, std::bit_cast<std::uint64_t>(static_cast<double>(static_cast<float>(p)))>;
+  using K = ex::literal<d, std::bit_cast<std::uint64_t>(scale)>;
+  using Z = ex::literal<d, std::bit_cast<std::uint64_t>(0.0)>;
+  return where(rand_like<Stream>(cx, seed) >= P{}, cx * K{}, Z{});
+}
+
+}  // namespace kiln

@@ -1,0 +1,186 @@
+// gather (embedding) and scatter_add against plain loops, bad indices, their derivatives;
+// rand: the generator's values on every backend, its statistics; dropout's mask, scaling and
+// gradient; the trainer's seed.
+#include "cpu_support.hpp"
+#include "gradcheck.hpp"
+
+#include <kiln/nn/modules.hpp>
+
+using namespace kiln;
+
+TEST_CASE("gather: rows of a table, against a plain loop") {
+  using T = input<"t", f32, shape<dyn, 3>>;
+  using I = input<"i", i64, shape<dyn, 4>>;
+  const any_tensor t = kt::random_tensor(f32, dims{7, 3});
+  any_tensor idx(i64, dims{2, 4});
+  const std::int64_t iv[] = {0, 6, 3, 3, 1, 0, 5, 6};
+  for (int k = 0; k < 8; ++k) idx.data<std::int64_t>()[k] = iv[k];
+  for (const any_tensor& got : {eval_any(gather(T{}, I{}), {{"t", t}, {"i", idx}}),
+                                eval_any(embedding(I{}, T{}), {{"t", t}, {"i", idx}}, eager::backend)}) {
+    REQUIRE(got.shape() == dims{2, 4, 3});
+    for (int k = 0; k < 8; ++k)
+      for (int c = 0; c < 3; ++c) CHECK(got.data<float>()[k * 3 + c] == t.data<float>()[iv[k] * 3 + c]);
+  }
+  CHECK(kt::cpu_vs_eager(gather(T{}, I{}) * 2.0f, {{"t", t}, {"i", idx}}) == 0);
+  // i32 indices, a rank-1 table (scalar rows), a transposed (strided) table
+  using I32 = input<"i", i32, shape<5>>;
+  using V = input<"v", f64, shape<9>>;
+  any_tensor i32s(i32, dims{5});
+  for (int k = 0; k < 5; ++k) i32s.data<std::int32_t>()[k] = (7 * k) % 9;
+  const any_tensor v = kt::random_tensor(f64, dims{9});
+  const any_tensor g1 = eval_any(gather(V{}, I32{}), {{"v", v}, {"i", i32s}});
+  for (int k = 0; k < 5; ++k) CHECK(g1.data<double>()[k] == v.data<double>()[(7 * k) % 9]);
+  const any_tensor tt = kt::random_tensor(f32, dims{3, 7}).transpose(0, 1);
+  CHECK(kt::cpu_vs_eager(gather(T{}, I{}), {{"t", tt}, {"i", idx}}) == 0);
+}
+
+TEST_CASE("gather and scatter_add reject indices out of range, on both backends") {
+  using T = input<"t", f32, shape<dyn, 3>>;
+  using I = input<"i", i64, shape<dyn>>;
+  const any_tensor t = kt::random_tensor(f32, dims{4, 3});
+  any_tensor bad(i64, dims{3});
+  bad.data<std::int64_t>()[0] = 1;
+  bad.data<std::int64_t>()[1] = 4;  // one past the end
+  bad.data<std::int64_t>()[2] = 0;
+  CHECK_THROWS_WITH_AS(eval_any(gather(T{}, I{}), {{"t", t}, {"i", bad}}), "kiln: gather: index 4 at position 1 is outside [0, 4)",
+                       std::out_of_range);
+  CHECK_THROWS_AS(eval_any(gather(T{}, I{}), {{"t", t}, {"i", bad}}, eager::backend), std::out_of_range);
+  bad.data<std::int64_t>()[1] = -1;
+  CHECK_THROWS_AS(eval_any(scatter_add(I{}, input<"s", f32, shape<dyn, 3>>{}, T{}), {{"t", t}, {"i", bad}, {"s", kt::random_tensor(f32, dims{3, 3})}}),
+                  std::out_of_range);
+}
+
+TEST_CASE("scatter_add: repeated indices add, against a plain loop") {
+  using I = input<"i", i64, shape<dyn>>;
+  using S = input<"s", f64, shape<dyn, 2>>;
+  using L = input<"l", f64, shape<5, 2>>;
+  any_tensor idx(i64, dims{6});
+  const std::int64_t iv[] = {2, 0, 2, 4, 2, 0};
+  for (int k = 0; k < 6; ++k) idx.data<std::int64_t>()[k] = iv[k];
+  const any_tensor s = kt::random_tensor(f64, dims{6, 2});
+  std::vector<double> want(10, 0.0);
+  for (int k = 0; k < 6; ++k)
+    for (int c = 0; c < 2; ++c) want[static_cast<std::size_t>(iv[k] * 2 + c)] += s.data<double>()[k * 2 + c];
+  const any_tensor like = kt::random_tensor(f64, dims{5, 2});  // its values are not read
+  for (const any_tensor& got : {eval_any(scatter_add(I{}, S{}, L{}), {{"i", idx}, {"s", s}, {"l", like}}),
+                                eval_any(scatter_add(I{}, S{}, L{}), {{"i", idx}, {"s", s}, {"l", like}}, eager::backend)}) {
+    const auto g = kt::values_of(got);
+    for (std::size_t k = 0; k < 10; ++k) CHECK(g[k] == doctest::Approx(want[k]).epsilon(1e-15));
+  }
+}
+
+TEST_CASE("gradients: embedding to its table, scatter_add to its source") {
+  using T = input<"t", f64, shape<6, 3>>;
+  using I = input<"i", i64, shape<4, 2>>;
+  using S = input<"s", f64, shape<4, 2, 3>>;
+  any_tensor idx(i64, dims{4, 2});
+  const std::int64_t iv[] = {5, 1, 1, 0, 3, 5, 5, 2};  // repeats: their gradients add up
+  for (int k = 0; k < 8; ++k) idx.data<std::int64_t>()[k] = iv[k];
+  const std::vector<feed> f = {{"t", kt::random_f64(dims{6, 3})}, {"i", idx}, {"s", kt::random_f64(dims{4, 2, 3})}};
+  kt::gradcheck<T>(embedding(I{}, T{}), f);
+  kt::gradcheck<T>(tanh(embedding(I{}, T{})) * embedding(I{}, T{}), f);
+  kt::gradcheck<S>(scatter_add(I{}, S{}, T{}), f);
+}
+
+TEST_CASE("rand_like: the generator's numbers on every backend and thread count") {
+  using X = input<"x", f32, shape<dyn, 37>>;
+  using Seed = seed_input;
+  any_tensor seed(i64, dims{});
+  seed.data<std::int64_t>()[0] = 1234567;
+  const any_tensor x = kt::random_tensor(f32, dims{53, 37});
+  const any_tensor r = eval_any(rand_like<"a">(X{}, Seed{}), {{"x", x}, {"kiln.seed", seed}});
+  // (rand_like reads only x's shape) element i is philox(seed, stream("a")).uniform24(i)
+  const philox p(1234567, static_cast<std::uint32_t>(stream_of("a")));
+  for (index_t i = 0; i < r.numel(); ++i) CHECK(r.data<float>()[i] == p.uniform24(static_cast<std::uint64_t>(i)));
+  CHECK(kt::cpu_vs_eager(rand_like<"a">(X{}, Seed{}) + 0.0f, {{"x", x}, {"kiln.seed", seed}}) == 0);
+  // statistics of 2M draws: mean 1/2, variance 1/12, within 6 standard errors
+  const any_tensor big = eval_any(rand_like<"b">(input<"y", f32, shape<dyn>>{}, Seed{}), {{"y", any_tensor(f32, dims{2000000})}, {"kiln.seed", seed}});
+  double m = 0, v = 0, lo = 1, hi = 0;
+  for (index_t i = 0; i < big.numel(); ++i) {
+    const double u = big.data<float>()[i];
+    m += u;
+    v += u * u;
+    lo = std::min(lo, u);
+    hi = std::max(hi, u);
+  }
+  m /= 2e6;
+  v = v / 2e6 - m * m;
+  CHECK(std::fabs(m - 0.5) < 6 * std::sqrt(1.0 / 12 / 2e6));
+  CHECK(std::fabs(v - 1.0 / 12) < 6 * 0.0745 / std::sqrt(2e6));  // sd of (u - 1/2)^2 is 1/sqrt(180)
+  CHECK(lo >= 0);
+  CHECK(hi < 1);
+  // another stream or seed: other numbers
+  const any_tensor r2 = eval_any(rand_like<"c">(X{}, Seed{}), {{"x", x}, {"kiln.seed", seed}});
+  seed.data<std::int64_t>()[0] = 1234568;
+  const any_tensor r3 = eval_any(rand_like<"a">(X{}, Seed{}), {{"x", x}, {"kiln.seed", seed}});
+  int same2 = 0, same3 = 0;
+  for (index_t i = 0; i < r.numel(); ++i) {
+    same2 += r.data<float>()[i] == r2.data<float>()[i];
+    same3 += r.data<float>()[i] == r3.data<float>()[i];
+  }
+  CHECK(same2 < 5);
+  CHECK(same3 < 5);
+}
+
+TEST_CASE("dropout: mask, scaling, gradient") {
+  using X = input<"x", f64, shape<dyn, 64>>;
+  any_tensor seed(i64, dims{});
+  seed.data<std::int64_t>()[0] = 42;
+  const any_tensor x = kt::random_tensor(f64, dims{200, 64}, 0.5, 2);  // never 0
+  const double p = 0.3;
+  const auto y = dropout<"d", 30>(X{}, seed_input{});
+  const auto yv = kt::values_of(eval_any(y, {{"x", x}, {"kiln.seed", seed}}));
+  const auto xv = kt::values_of(x);
+  const philox gen(42, static_cast<std::uint32_t>(stream_of("d")));
+  index_t dropped = 0;
+  for (std::size_t i = 0; i < yv.size(); ++i) {
+    const bool keep = gen.uniform24(i) >= static_cast<float>(p);
+    CHECK(yv[i] == (keep ? xv[i] * (1 / (1 - p)) : 0.0));
+    dropped += !keep;
+  }
+  const double frac = static_cast<double>(dropped) / static_cast<double>(yv.size());
+  CHECK(std::fabs(frac - p) < 6 * std::sqrt(p * (1 - p) / static_cast<double>(yv.size())));
+  // the gradient is the same mask and scale; the backend and thread count do not matter
+  const auto g = kt::values_of(eval_any(grad(sum(y * y), X{}), {{"x", x}, {"kiln.seed", seed}}));
+  for (std::size_t i = 0; i < g.size(); ++i) CHECK(g[i] == doctest::Approx(2 * yv[i] * (yv[i] != 0 ? 1 / (1 - p) : 0)).epsilon(1e-14));
+  CHECK(kt::cpu_vs_eager(grad(sum(y * y), X{}), {{"x", x}, {"kiln.seed", seed}}) <= 1e-14);
+  // finite differences hold with the mask fixed by the seed
+  using XS = input<"x", f64, shape<3, 64>>;
+  kt::gradcheck<XS>(dropout<"d", 1, 2>(XS{} * XS{}, seed_input{}), {{"x", kt::random_tensor(f64, dims{3, 64})}, {"kiln.seed", seed}});
+  // p and 1 / (1 - p) are graph constants: the expression stays pure (shared by tracing)
+  static_assert(record_of<decltype(y)>::value.pure);
+}
+
+TEST_CASE("nn modules: conv2d, pooling, flatten, dropout in training mode only, embedding") {
+  using net = nn::sequential<nn::conv2d<"c1", 1, 4, 3, 1, 1>, nn::relu, nn::max_pool2d<2>, nn::flatten,
+                             nn::dropout<"drop", 50>, nn::linear<"fc", 64, 10>>;
+  using In = input<"x", f32, shape<dyn, 1, 8, 8>>;
+  static_assert(std::tuple_size_v<net::params> == 4);
+  static_assert(nn::parameter_count<net::params>() == 4 * 9 + 4 + 640 + 10);
+  const nn::state_dict p = nn::make_params<net>(3);
+  CHECK(p.at("c1.weight").shape() == dims{4, 1, 3, 3});
+  for (double w : kt::values_of(p.at("c1.weight"))) CHECK(std::fabs(w) <= 1.0 / 3.0);  // 1/sqrt(1*3*3)
+  const any_tensor x = kt::random_tensor(f32, dims{3, 1, 8, 8});
+  any_tensor seed(i64, dims{});
+  // inference: no random op, no seed needed
+  constexpr auto infer = net{}(In{});
+  static_assert(count_op(traced<decltype(infer)>::value, op::rand) == 0);
+  const std::vector<feed> fi = nn::feeds(p, {{"x", x}}), ft = nn::feeds(p, {{"x", x}, {"kiln.seed", seed}});
+  const any_tensor yi = eval_all(infer, std::span<const feed>(fi))[0];
+  CHECK(yi.shape() == dims{3, 10});
+  // training: the dropout draws from the seed
+  constexpr auto trained = net{}(In{}, nn::train);
+  static_assert(count_op(traced<decltype(trained)>::value, op::rand) == 1);
+  const any_tensor yt = eval_all(trained, std::span<const feed>(ft))[0];
+  CHECK(kt::values_of(yt) != kt::values_of(yi));
+  // embedding: normal(0, 1) rows
+  using E = nn::embedding<"emb", 50, 8>;
+  const nn::state_dict pe = nn::make_params<E>(1);
+  double s = 0, s2 = 0;
+  for (double w : kt::values_of(pe.at("emb.weight"))) {
+    s += w;
+    s2 += w * w;
+  }
+  CHECK(std::fabs(s / 400) < 0.3);
+  CHECK(std::fabs(s2 / 400 - 1) < 0.3);
+}
