@@ -4,7 +4,9 @@
 // indices are rejected before anything is written, and rand draws the same numbers.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -102,66 +104,101 @@ inline void run_scatter_add(const view& idx, const view& src, const view& out) {
   });
 }
 
-/// One image's unfold (im2col) or fold (col2im): walks the windows of channel ch, calling
-/// f(row, col, input offset or -1 for padding) along each output row of the window grid.
-template <class F>
-void window_channel(const dims& x, const dims& xs, const window2d& w, index_t ch, F&& f) {
-  const index_t h = x.e[2], wd = x.e[3];
-  const index_t ho = window_positions(h, w.kh, w.sh, w.ph, w.dh), wo = window_positions(wd, w.kw, w.sw, w.pw, w.dw);
-  for (index_t ky = 0; ky < w.kh; ++ky)
-    for (index_t kx = 0; kx < w.kw; ++kx) {
-      const index_t row = (ch * w.kh + ky) * w.kw + kx;
-      for (index_t oy = 0; oy < ho; ++oy) {
-        const index_t iy = oy * w.sh - w.ph + ky * w.dh;
-        for (index_t ox = 0; ox < wo; ++ox) {
-          const index_t ix = ox * w.sw - w.pw + kx * w.dw;
-          const bool inside = iy >= 0 && iy < h && ix >= 0 && ix < wd;
-          f(row, oy * wo + ox, inside ? ch * xs.e[1] + iy * xs.e[2] + ix * xs.e[3] : index_t{-1});
-        }
-      }
-    }
+/// The output positions [lo, hi) of a window row whose input position ix = ox s - p + k d lies
+/// in [0, n): the rest of the row reads padding.
+struct span {
+  index_t lo, hi;
+};
+inline span inside(index_t positions, index_t n, index_t s, index_t off) {
+  // ox s + off in [0, n)  <=>  ox in [ceil(-off / s), floor((n - 1 - off) / s)]
+  const auto ceil_div = [](index_t a, index_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); };
+  const auto floor_div = [](index_t a, index_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); };
+  index_t lo = ceil_div(-off, s), hi = floor_div(n - 1 - off, s) + 1;
+  lo = lo < 0 ? 0 : lo > positions ? positions : lo;
+  hi = hi < lo ? lo : hi > positions ? positions : hi;
+  return {lo, hi};
 }
 
+/// im2col: for each image and channel (threads over them), each kernel offset (ky, kx) gives a
+/// row of the output whose segment for window row oy is the input row iy, shifted and strided,
+/// with padding around it: a copy when strides are 1, a strided loop otherwise.
 inline void run_unfold(const view& x, const view& out, const window2d& w, double pad) {
-  const index_t n = x.shape.e[0], c = x.shape.e[1];
+  const index_t n = x.shape.e[0], c = x.shape.e[1], h = x.shape.e[2], wd = x.shape.e[3];
+  const index_t ho = window_positions(h, w.kh, w.sh, w.ph, w.dh), wo = window_positions(wd, w.kw, w.sw, w.pw, w.dw);
   visit(out.dt, [&]<dtype D>() {
     using T = storage_t<D>;
     const T fill = T(static_cast<compute_t<D>>(pad));
+    const index_t xs1 = x.strides.e[1], xs2 = x.strides.e[2], xs3 = x.strides.e[3];
+    const index_t os1 = out.strides.e[1], os2 = out.strides.e[2];
     parallel_for(n * c, 1, [&](index_t b, index_t e) {
       for (index_t q = b; q < e; ++q) {
         const index_t img = q / c, ch = q % c;
-        const T* src = reinterpret_cast<const T*>(x.p) + img * x.strides.e[0];
+        const T* src = reinterpret_cast<const T*>(x.p) + img * x.strides.e[0] + ch * xs1;
         T* dst = reinterpret_cast<T*>(out.p) + img * out.strides.e[0];
-        window_channel(x.shape, x.strides, w, ch, [&](index_t row, index_t col, index_t off) {
-          dst[row * out.strides.e[1] + col * out.strides.e[2]] = off >= 0 ? src[off] : fill;
-        });
+        for (index_t ky = 0; ky < w.kh; ++ky)
+          for (index_t kx = 0; kx < w.kw; ++kx) {
+            T* row = dst + ((ch * w.kh + ky) * w.kw + kx) * os1;
+            const index_t off = kx * w.dw - w.pw;
+            const span in = inside(wo, wd, w.sw, off);
+            for (index_t oy = 0; oy < ho; ++oy) {
+              T* d = row + oy * wo * os2;
+              const index_t iy = oy * w.sh - w.ph + ky * w.dh;
+              if (iy < 0 || iy >= h) {
+                for (index_t ox = 0; ox < wo; ++ox) d[ox * os2] = fill;
+                continue;
+              }
+              const T* r = src + iy * xs2;
+              for (index_t ox = 0; ox < in.lo; ++ox) d[ox * os2] = fill;
+              if (w.sw == 1 && xs3 == 1 && os2 == 1) {
+                std::memcpy(d + in.lo, r + in.lo + off, static_cast<std::size_t>(in.hi - in.lo) * sizeof(T));
+              } else {
+                for (index_t ox = in.lo; ox < in.hi; ++ox) d[ox * os2] = r[(ox * w.sw + off) * xs3];
+              }
+              for (index_t ox = in.hi; ox < wo; ++ox) d[ox * os2] = fill;
+            }
+          }
       }
     });
   });
 }
 
+/// col2im: the same walk, adding each window row's segment into the input row it came from
+/// (a plane accumulator per image and channel, so threads never share an output element).
 inline void run_fold(const view& cols, const view& out, const window2d& w) {
-  const index_t n = out.shape.e[0], c = out.shape.e[1];
+  const index_t n = out.shape.e[0], c = out.shape.e[1], h = out.shape.e[2], wd = out.shape.e[3];
+  const index_t ho = window_positions(h, w.kh, w.sh, w.ph, w.dh), wo = window_positions(wd, w.kw, w.sw, w.pw, w.dw);
   visit(out.dt, [&]<dtype D>() {
     if constexpr (is_floating(D)) {
       using T = storage_t<D>;
+      using C = compute_t<D>;
+      const index_t cs1 = cols.strides.e[1], cs2 = cols.strides.e[2];
       parallel_for(n * c, 1, [&](index_t b, index_t e) {
-        std::vector<compute_t<D>> acc(static_cast<std::size_t>(out.shape.e[2] * out.shape.e[3]));
-        const dims plane{1, 1, out.shape.e[2], out.shape.e[3]};
-        const dims plane_strides{0, 0, out.shape.e[3], 1};
+        std::vector<C> acc(static_cast<std::size_t>(h * wd));
         for (index_t q = b; q < e; ++q) {
           const index_t img = q / c, ch = q % c;
-          std::fill(acc.begin(), acc.end(), compute_t<D>(0));
+          std::fill(acc.begin(), acc.end(), C(0));
           const T* src = reinterpret_cast<const T*>(cols.p) + img * cols.strides.e[0];
-          window_channel(plane, plane_strides, w, 0, [&](index_t row, index_t col, index_t off) {
-            if (off >= 0)
-              acc[static_cast<std::size_t>(off)] += static_cast<compute_t<D>>(
-                  src[(ch * w.size() + row) * cols.strides.e[1] + col * cols.strides.e[2]]);
-          });
+          for (index_t ky = 0; ky < w.kh; ++ky)
+            for (index_t kx = 0; kx < w.kw; ++kx) {
+              const T* row = src + ((ch * w.kh + ky) * w.kw + kx) * cs1;
+              const index_t off = kx * w.dw - w.pw;
+              const span in = inside(wo, wd, w.sw, off);
+              for (index_t oy = 0; oy < ho; ++oy) {
+                const index_t iy = oy * w.sh - w.ph + ky * w.dh;
+                if (iy < 0 || iy >= h) continue;
+                const T* s = row + oy * wo * cs2;
+                C* a = acc.data() + iy * wd;
+                if (w.sw == 1 && cs2 == 1) {
+                  for (index_t ox = in.lo; ox < in.hi; ++ox) a[ox + off] += static_cast<C>(s[ox]);
+                } else {
+                  for (index_t ox = in.lo; ox < in.hi; ++ox) a[ox * w.sw + off] += static_cast<C>(s[ox * cs2]);
+                }
+              }
+            }
           T* dst = reinterpret_cast<T*>(out.p) + img * out.strides.e[0] + ch * out.strides.e[1];
-          for (index_t y = 0; y < out.shape.e[2]; ++y)
-            for (index_t xx = 0; xx < out.shape.e[3]; ++xx)
-              dst[y * out.strides.e[2] + xx * out.strides.e[3]] = T(acc[static_cast<std::size_t>(y * out.shape.e[3] + xx)]);
+          for (index_t y = 0; y < h; ++y)
+            for (index_t xx = 0; xx < wd; ++xx)
+              dst[y * out.strides.e[2] + xx * out.strides.e[3]] = T(acc[static_cast<std::size_t>(y * wd + xx)]);
         }
       });
     } else {
