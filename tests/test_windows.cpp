@@ -210,3 +210,22 @@ TEST_CASE("structure: conv2d + bias + relu is one im2col kernel and one matmul w
   CHECK(count_op(r, op::unfold) == 1);
   CHECK(count_op(r, op::sum) == 1);
 }
+
+TEST_CASE("canonicalize: a pointwise op after a reshape joins the reshape's producer") {
+  using X = input<"x", f32, shape<dyn, 3, 9, 8>>;
+  using W = param<"w", f32, shape<5, 3, 3, 3>>;
+  using B = param<"b", f32, shape<5>>;
+  // relu(reshape(matmul + bias)) becomes reshape(relu(matmul + bias)): one matmul kernel
+  using E = decltype(relu(conv2d<1, 1>(X{}, W{}, B{})));
+  constexpr explanation e = explain_type<E>();
+  static_assert(e.kernels == 2 && e.matmul_kernels == 1);
+  constexpr const auto& g = prims_plan<E>::graph;
+  static_assert(g.nodes[static_cast<std::size_t>(g.outputs[0])].o == op::reshape);
+  // not when the other operand is a tensor of the reshaped shape
+  using Y = input<"y", f32, shape<dyn, 5, 9, 8>>;
+  constexpr const auto& h = prims_plan<decltype(conv2d<1, 1>(X{}, W{}, B{}) + Y{})>::graph;
+  static_assert(h.nodes[static_cast<std::size_t>(h.outputs[0])].o == op::add);
+  const any_tensor x = kt::random_tensor(f32, dims{2, 3, 9, 8}), w = kt::random_tensor(f32, dims{5, 3, 3, 3}),
+                   b = kt::random_tensor(f32, dims{5});
+  CHECK(kt::cpu_vs_eager(relu(conv2d<1, 1>(X{}, W{}, B{})) * 2.0f, {{"x", x}, {"w", w}, {"b", b}}) <= 1e-5);
+}

@@ -10,6 +10,8 @@
 //     weight gradient is computed in the weight's layout, where its update can be fused;
 //   - broadcast simplification: an explicit broadcast feeding a pointwise op that would
 //     broadcast its operand to the same shape anyway is dropped;
+//   - a pointwise op on a reshape (and rank-0 values) is computed before the reshape, where
+//     it can fuse with the reshape's producer (relu after a convolution's matmul);
 //   - common-subexpression elimination by hash-consing, with commutative operands in a
 //     canonical order (so x * y and y * x become one node); placeholders of the same name are
 //     one node;
@@ -249,14 +251,40 @@ constexpr bool swaps_last_two(const node& n) {
   return n.perm[r - 2] == r - 1 && n.perm[r - 1] == r - 2;
 }
 
+/// The operand of pointwise node n that is a reshape of n's shape when every other operand is
+/// rank 0, else -1. (The op's result reshaped back has the reshape's target: as valid.)
+constexpr int pointwise_of_reshape(const builder& b, const node& n) {
+  if (!is_pointwise(n.o)) return -1;
+  int j = -1;
+  for (int k = 0; k < n.nin(); ++k) {
+    const node& a = b.at(n.in[k]);
+    if (j < 0 && a.o == op::reshape && a.shape == n.shape && a.shape.rank > 0) j = k;
+    else if (a.shape.rank != 0) return -1;
+  }
+  return j;
+}
+
 /// One sweep: simplify, fold, hash-cons. Returns the new graph (dead nodes still in it).
 constexpr graph sweep(const graph& g) {
   builder b;
   b.g.leaves = g.leaves;
   b.g.nodes.reserve(g.nodes.size());
   simplifier s{b};
-  cse_table table(g.nodes.size());
+  cse_table table(g.nodes.size() + g.nodes.size() / 2);  // room for the nodes rewrites add
   cvec<int> to(g.nodes.size(), -1);
+  // simplifies n, folds it, and returns the node that computes it: an existing one (an
+  // identity, or an equal node: hash-consing) or n, appended
+  const auto put = [&](node n) {
+    n = s.fold_constants(s.rewrite(n));
+    if (const int r = s.replace(n); r >= 0) return r;
+    const int next = static_cast<int>(b.g.nodes.size());
+    b.g.nodes.push_back(n);
+    if (n.o == op::bound || n.o == op::scalar) return next;  // values from outside: never merged, not hashed
+    const int found = table.find_or_insert(b.g, n, next);
+    if (found < 0) return next;
+    b.g.nodes.pop_back();
+    return found;
+  };
   cvec<int> uses(g.nodes.size(), 0);  // readers, and 1 for being an output
   for (const node& x : g.nodes)
     for (int j = 0; j < x.nin(); ++j) ++uses[static_cast<std::size_t>(x.in[j])];
@@ -278,24 +306,17 @@ constexpr graph sweep(const graph& g) {
         n = b.with_inputs(builder::make(op::matmul, n.dt, n.shape), tb, ta);
       }
     }
-    n = s.fold_constants(s.rewrite(n));
-    if (const int r = s.replace(n); r >= 0) {
-      to[i] = r;
-      continue;
+    // a pointwise op on one reshape (of the op's shape) and rank-0 values is the reshape of
+    // the op on the reshape's input: relu(reshape(y)) becomes reshape(relu(y)), so that the op
+    // can join the kernel that computes y (a convolution's matmul, as its epilogue)
+    if (const int j = pointwise_of_reshape(b, n); j >= 0) {
+      node inner = n;
+      inner.in[j] = b.at(n.in[j]).in[0];
+      inner.shape = b.at(inner.in[j]).shape;
+      const int k = put(inner);
+      n = b.with_inputs(builder::make(op::reshape, n.dt, n.shape), k);
     }
-    const int next = static_cast<int>(b.g.nodes.size());
-    b.g.nodes.push_back(n);
-    if (n.o == op::bound || n.o == op::scalar) {  // values from outside: never merged, not hashed
-      to[i] = next;
-      continue;
-    }
-    const int found = table.find_or_insert(b.g, n, next);
-    if (found >= 0) {
-      b.g.nodes.pop_back();
-      to[i] = found;
-    } else {
-      to[i] = next;
-    }
+    to[i] = put(n);
   }
   for (int o : g.outputs) b.g.outputs.push_back(to[static_cast<std::size_t>(o)]);
   return b.g;
