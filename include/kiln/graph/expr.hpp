@@ -1,12 +1,15 @@
 // kiln/graph/expr.hpp: capture. Expression nodes, the operators and functions that build them,
 // and the compile-time shape and dtype checks.
 //
-// An expression's type is its graph: `exp(a) + b` has type
-//   ex::binary<op::add, ex::unary<op::exp, ex::bound<float, 2>>, ex::bound<float, 2>>.
-// Nodes only store their operands (by value, so returning an expression never dangles: a bound
-// tensor is a shared handle); they say nothing about how to compute. Each node type knows its
-// dtype and static shape and can describe itself as a graph node (make()); trace.hpp turns the
-// type into a graph value.
+// An expression's type names its graph: `exp(a) + b` is built from the node types
+//   ex::unary<op::exp, ex::bound<float, 2>>                         (registered as ex::id<H1, 1, 0>)
+//   ex::binary<op::add, ex::id<H1, 1, 0>, ex::bound<float, 2>>      (registered as ex::id<H2, 2, 0>)
+// and has type ex::id<H2, 2, 0>: each built node is registered under its structural hash
+// (record.hpp), so type names stay short however deep the expression is. Node types say
+// nothing about how to compute; each knows its dtype and static shape and can describe itself
+// as a graph node (make()); trace.hpp turns the registered records into a graph value.
+// Expression objects hold only their leaf data (bound tensors, which are shared handles, and
+// scalars), so returning one never dangles.
 //
 // Dtypes follow PyTorch: mixed operands promote (bool < i32 < i64 < bf16 < f32 < f64), C++
 // scalars are "weak" (x_f32 * 2.0 stays f32), float functions and `/` on integers give f32,
@@ -15,6 +18,7 @@
 
 #include <algorithm>
 #include <array>
+#include <concepts>
 #include <cstdint>
 #include <stdexcept>
 #include <tuple>
@@ -274,12 +278,25 @@ struct composite : node_base<K...> {
   }
 };
 
-/// Builds node R from its operands: concatenates their leaf data and records R's trace record
-/// now, while its operands' records exist, so tracing never recurses through the expression.
+/// A built expression: its type names only its structural hash H (record.hpp) and its numbers
+/// of bound tensors and scalars, however deep the expression is. Its node, operands, dtype and
+/// shape are in the record registered under H.
+template <std::uint64_t H, std::size_t NT, std::size_t NS>
+struct id : leaf_base<NT, NS> {
+  static constexpr std::uint64_t hash = H;
+  static constexpr dtype dt = rec(reg::key<H>{}).n.dt;
+  static constexpr dims shape = rec(reg::key<H>{}).n.shape;
+  static constexpr node make() { return rec(reg::key<H>{}).n; }
+};
+
+/// Builds node R from its operands (R's operand types are ids or leaves): registers R's record
+/// now, while its operands' records exist, so tracing never recurses through the expression,
+/// and returns the expression as an id holding its operands' leaf data, concatenated.
 template <class R, class... K>
 constexpr auto build(const K&... k) {  // `auto`: g++ instantiates the body (and the record) now
-  static_assert(record_of<R>::value.tree_nodes > 0);
-  R r{};
+  static_assert(R::make().label().empty(), "kiln: a registered node has no name");
+  constexpr std::uint64_t h = definer_of<R>::hash;
+  id<h, R::tensor_leaves, R::scalar_leaves> r{};
   if constexpr (sizeof...(K) == 1) {
     ((r.data = k.data), ...);  // one operand: the same leaf data, copied whole
   } else {
@@ -292,6 +309,24 @@ constexpr auto build(const K&... k) {  // `auto`: g++ instantiates the body (and
     };
     (append(k), ...);
   }
+  return r;
+}
+
+/// The root of kiln::outputs(...) (not an expression: it keeps its operand types, which are
+/// short, and records itself).
+template <class R, class... K>
+  requires std::derived_from<R, outputs_base>
+constexpr auto build_root(const K&... k) {
+  static_assert(record_of<R>::value.tree_nodes > 0);
+  R r{};
+  std::size_t t = 0, s = 0;
+  auto append = [&](const auto& kid) {
+    std::copy(kid.data.tensors.begin(), kid.data.tensors.end(), r.data.tensors.begin() + t);
+    std::copy(kid.data.scalars.begin(), kid.data.scalars.end(), r.data.scalars.begin() + s);
+    t += kid.data.tensors.size();
+    s += kid.data.scalars.size();
+  };
+  (append(k), ...);
   return r;
 }
 

@@ -187,7 +187,7 @@ constexpr auto custom_vjp(const Y& y, const X& x, Rule rule) {
 template <tensor_operand... E>
 constexpr auto outputs(const E&... e) {
   using T = ex::tuple<decltype(as_expr(e))...>;
-  return ex::build<T>(as_expr(e)...);
+  return ex::build_root<T>(as_expr(e)...);
 }
 /// outputs(loss, std::tuple{grads...}): the tuple's members become outputs after loss.
 template <tensor_operand L, class... G>

@@ -5,6 +5,16 @@
 // exist, so no instantiation ever recurses through a whole expression: expressions thousands
 // of ops deep stay inside the compilers' template-depth limits (900 for g++, 1024 for clang),
 // and the records cost memory linear in the number of distinct expression types.
+//
+// Built expressions have short types. A record's structural hash H (64 bits, over the node and
+// its operands' hashes) names it: `ex::id<H, NT, NS>` (expr.hpp) is the type of every built
+// expression, whatever its depth, and `rec(key<H>{})` finds its record. The registration is a
+// friend function that `define<K, Kids...>` defines when a builder instantiates it: K is the
+// node's attributes as a value, Kids the operands' (short) types. Two expressions of the same
+// structure instantiate the same `define` and get the same id. Two different structures with
+// the same hash would define `rec(key<H>)` twice: a compile error (redefinition of rec), never
+// a wrong graph. Symbol names, and so the compilers' work per node, no longer grow with the
+// depth of the expression (nested types made -O2 builds quadratic in depth).
 #pragma once
 
 #include <array>
@@ -19,7 +29,7 @@ namespace kiln {
 struct record {
   node n;
   int kids = 0;
-  const record* const* kid = nullptr;  ///< the operands' records (record_of<E>::kid_records)
+  const record* const* kid = nullptr;  ///< the operands' records
   index_t tree_nodes = 1;  ///< nodes of the expression tree (a shared operand type counts per use)
   /// A hash of the whole subtree's structure, and whether the subtree is pure (no bound tensor
   /// or C++ scalar: those are a new leaf at each use). Two pure subtrees with the same structure
@@ -31,10 +41,81 @@ struct record {
 template <class E>
 struct record_of;
 
+/// The registry of built expressions: `rec(key<H>{})` is the record of hash H, defined by the
+/// `define` that registered it.
+namespace reg {
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wnon-template-friend"
+#endif
+template <std::uint64_t H>
+struct key {
+  friend constexpr const record& rec(key);
+};
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+}  // namespace reg
+
+namespace ex {
+template <std::uint64_t H, std::size_t NT, std::size_t NS>
+struct id;
+}
+
 namespace detail {
+template <class E>
+struct is_id : std::false_type {};
+template <std::uint64_t H, std::size_t NT, std::size_t NS>
+struct is_id<ex::id<H, NT, NS>> : std::true_type {};
+}  // namespace detail
+
+/// The record of expression type E: a registered one for a built expression (ex::id), else
+/// record_of<E> (leaves, and the root of kiln::outputs).
+template <class E>
+constexpr const record& record_ref() {
+  if constexpr (detail::is_id<E>::value) return rec(reg::key<E::hash>{});
+  else return record_of<E>::value;
+}
+
+/// A node's attributes as a value that can be a template argument (no pointer, no double):
+/// everything a builder's make() sets. Placeholders, the only named nodes, are leaves and are
+/// never registered.
+struct node_key {
+  op o = op::input;
+  dtype dt = dtype::f32;
+  dims shape{};
+  std::uint32_t axes = 0;
+  bool keepdim = false;
+  int axis = 0;
+  index_t begin = 0, end = 0, step = 1;
+  std::uint32_t perm = 0;
+  std::uint64_t value = 0;  ///< the bits of node::value
+};
+
+namespace detail {
+constexpr node_key key_of(const node& n) {
+  return {n.o, n.dt, n.shape, n.axes, n.keepdim, n.axis, n.begin, n.end, n.step, n.perm.bits,
+          std::bit_cast<std::uint64_t>(n.value)};
+}
+constexpr node node_of(const node_key& k) {
+  node n;
+  n.o = k.o;
+  n.dt = k.dt;
+  n.shape = k.shape;
+  n.axes = k.axes;
+  n.keepdim = k.keepdim;
+  n.axis = k.axis;
+  n.begin = k.begin;
+  n.end = k.end;
+  n.step = k.step;
+  n.perm.bits = k.perm;
+  n.value = std::bit_cast<double>(k.value);
+  return n;
+}
+
 template <class... K>
 constexpr std::array<const record*, sizeof...(K)> kid_records(std::tuple<K...>*) {
-  return {&record_of<K>::value...};
+  return {&record_ref<K>()...};
 }
 constexpr std::uint64_t mix(std::uint64_t h, std::uint64_t v) {  // splitmix64 of the combination
   std::uint64_t z = h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
@@ -59,10 +140,10 @@ constexpr std::uint64_t node_hash(const node& n) {
   return h;
 }
 
-template <class E, std::size_t N>
-constexpr record make_record(const std::array<const record*, N>& kids) {
+template <std::size_t N>
+constexpr record make_record(const node& n, const std::array<const record*, N>& kids) {
   record r;
-  r.n = E::make();
+  r.n = n;
   r.kids = static_cast<int>(N);
   r.kid = kids.data();
   r.hash = node_hash(r.n);
@@ -79,7 +160,30 @@ constexpr record make_record(const std::array<const record*, N>& kids) {
 template <class E>
 struct record_of {
   static constexpr auto kid_records = detail::kid_records(static_cast<typename E::kids*>(nullptr));
-  static constexpr record value = detail::make_record<E>(kid_records);
+  static constexpr record value = detail::make_record(E::make(), kid_records);
 };
+
+namespace reg {
+/// Registers the record of a node with attributes K and operand types Kids under its hash.
+template <node_key K, class... Kids>
+struct define {
+  static constexpr std::array<const record*, sizeof...(Kids)> kid_records{&record_ref<Kids>()...};
+  static constexpr record value = detail::make_record(detail::node_of(K), kid_records);
+  static constexpr std::uint64_t hash = value.hash;
+  friend constexpr const record& rec(key<hash>) { return value; }
+};
+
+template <class R, class Kids = typename R::kids>
+struct definer;
+template <class R, class... Kids>
+struct definer<R, std::tuple<Kids...>> {
+  using type = define<detail::key_of(R::make()), Kids...>;
+};
+}  // namespace reg
+
+/// The registration of expression node type R (a shallow type: its operands are ids or
+/// leaves); instantiating it defines rec(key<R's hash>).
+template <class R>
+using definer_of = typename reg::definer<R>::type;
 
 }  // namespace kiln

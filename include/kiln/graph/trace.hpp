@@ -119,7 +119,7 @@ constexpr graph walk(const record& top) {
 /// operand of kiln::outputs(...).
 template <class E>
 struct traced {
-  static constexpr auto value = freeze([] { return detail::walk(record_of<E>::value); });
+  static constexpr auto value = freeze([] { return detail::walk(record_ref<E>()); });
 };
 
 /// The graph of an expression, as a run-time value.
