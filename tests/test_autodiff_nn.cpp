@@ -189,3 +189,54 @@ TEST_CASE("custom gradient rules") {
   const auto pv = kt::values(planned[0]);
   for (int i = 0; i < 6; ++i) CHECK(pv[static_cast<std::size_t>(i)] == doctest::Approx(6 * vals[i]));
 }
+
+namespace {
+// a loss holding C++ scalars (a layer_norm's epsilon, a weight-decay factor): not pure, so
+// tracing cannot merge its copies by structure; grad shares it instead
+using LX = input<"x", f64, shape<4, 6>>;
+using LW = param<"w", f64, shape<5, 6>>;
+using LB = param<"b", f64, shape<5>>;
+using LG = param<"g", f64, shape<5>>;
+using LT = param<"t", f64, shape<5>>;
+constexpr auto ln_loss() { return sum(tanh(layer_norm(linear(LX{}, LW{}, LB{}), LG{}, LT{}, 1e-3))) + 0.01 * sum(LW{} * LW{}); }
+}  // namespace
+
+TEST_CASE("a loss with C++ scalars is traced once under all its grad nodes, and bound consistently") {
+  using Step = decltype(outputs(ln_loss(), grad(ln_loss(), wrt(LW{}, LB{}, LG{}, LT{}))));
+  using One = decltype(ln_loss());
+  // the step's graph holds one copy of the loss (plus a grad node per parameter), not five
+  constexpr std::size_t loss_nodes = traced<One>::value.nodes.size();
+  static_assert(traced<Step>::value.nodes.size() < loss_nodes + 10);
+  static_assert(count_op(traced<Step>::value, op::layer_norm) == 1);
+  static_assert(count_op(traced<Step>::value, op::scalar) == count_op(traced<One>::value, op::scalar));
+  // the values: each gradient against finite differences of the loss alone
+  const std::vector<feed> f = {{"x", kt::random_f64(dims{4, 6})}, {"w", kt::random_f64(dims{5, 6})},
+                               {"b", kt::random_f64(dims{5})},    {"g", kt::random_f64(dims{5})},
+                               {"t", kt::random_f64(dims{5})}};
+  kt::gradcheck<LW, LB, LG>(ln_loss(), f, {1e-6, 1e-6});
+  const std::vector<any_tensor> all = eval_all(outputs(ln_loss(), grad(ln_loss(), wrt(LW{}, LB{}, LG{}, LT{}))), std::span<const feed>(f));
+  const std::vector<any_tensor> ref = eval_all(outputs(ln_loss(), grad(ln_loss(), wrt(LW{}, LB{}, LG{}, LT{}))), std::span<const feed>(f), eager::backend);
+  CHECK(kt::values(all[0])[0] == doctest::Approx(kt::values(eval_any(ln_loss(), {f[0], f[1], f[2], f[3], f[4]}))[0]).epsilon(1e-12));
+  for (std::size_t q = 0; q < all.size(); ++q) {
+    const auto a = kt::values(all[q]), b = kt::values(ref[q]);
+    for (std::size_t i = 0; i < a.size(); ++i) CHECK(kt::close(a[i], b[i], 1e-10, 1e-12));
+  }
+}
+
+TEST_CASE("shared subexpressions: equal structure with different values is refused, never merged silently") {
+  using X1 = input<"x", f64, shape<3>>;
+  const any_tensor x = kt::random_f64(dims{3});
+  // two outputs of one structure and different scalars, with no grad: independent values
+  const auto two = eval_all(outputs(sum(X1{} * 2.0), sum(X1{} * 3.0)), {{"x", x}});
+  CHECK(kt::values(two[1])[0] == doctest::Approx(1.5 * kt::values(two[0])[0]).epsilon(1e-14));
+  // grads of two losses of one structure but different scalars would be traced as one: the
+  // binding sees the two values differ and throws instead of computing with either
+  auto l2 = sum(tanh(X1{} * 2.0));
+  auto l3 = sum(tanh(X1{} * 3.0));
+  CHECK_THROWS_AS(eval_all(outputs(grad(l2, X1{}), grad(l3, X1{})), {{"x", x}}), std::logic_error);
+  // the same loss object (its copies) is fine
+  const auto g = eval_all(outputs(l2, grad(l2, X1{}), grad(l2 * 1.0, X1{})), {{"x", x}});
+  const auto xs = kt::values(x);
+  for (std::size_t i = 0; i < 3; ++i)
+    CHECK(kt::values(g[1])[i] == doctest::Approx(2.0 * (1 - std::tanh(2 * xs[i]) * std::tanh(2 * xs[i]))).epsilon(1e-12));
+}

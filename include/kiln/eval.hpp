@@ -9,6 +9,8 @@
 //   auto out2 = f({{"x", x}, {"w", w}});
 #pragma once
 
+#include <bit>
+#include <cstdint>
 #include <initializer_list>
 #include <span>
 #include <stdexcept>
@@ -41,17 +43,42 @@ template <class G, traceable E>
 std::vector<any_tensor> bind_leaves(const G& g, const E& e, std::span<const feed> feeds) {
   std::vector<any_tensor> leaves(static_cast<std::size_t>(g.leaves));
   std::vector<char> used(feeds.size(), 0);
-  std::size_t next_tensor = 0, next_scalar = 0;  // bound tensors and scalars come in slot order
-  for (const node& n : g.nodes) {
-    if (kind_of(n.o) != op_kind::leaf) continue;
-    any_tensor& slot = leaves[static_cast<std::size_t>(n.slot)];
-    if (n.o == op::bound) {
-      slot = e.data.tensors[next_tensor++];
-      if (!slot.defined()) throw std::invalid_argument("kiln: an undefined tensor was used in an expression");
+  // bound tensors and C++ scalars: each data item to its slot (a shared subtree's later uses
+  // map to the first use's slots, and must hold the same values)
+  constexpr const auto& bind = traced<E>::binding;
+  const auto shared_mismatch = [](const char* what) {
+    return std::logic_error(std::string("kiln: a subexpression that kiln traces once (the loss under several grad "
+                                        "nodes, or another structurally equal use of it) holds different ") +
+                            what + " in two of its uses; make the two expressions differ in structure, or bind the "
+                                   "value through a kiln::input");
+  };
+  for (std::size_t i = 0; i < bind.first.size(); ++i) {
+    any_tensor& slot = leaves[static_cast<std::size_t>(bind.first[i])];
+    const any_tensor& t = e.data.tensors[i];
+    if (!t.defined()) throw std::invalid_argument("kiln: an undefined tensor was used in an expression");
+    if (!slot.defined()) slot = t;
+    else if (!(slot.shares_storage(t) && slot.bytes() == t.bytes() && slot.shape() == t.shape() &&
+               slot.strides() == t.strides()))
+      throw shared_mismatch("tensors");
+  }
+  std::vector<char> scalar_set(leaves.size(), 0);
+  std::vector<scalar_value> scalar_of(leaves.size());
+  for (std::size_t i = 0; i < bind.second.size(); ++i) {
+    const auto s = static_cast<std::size_t>(bind.second[i]);
+    const scalar_value v = e.data.scalars[i];
+    if (scalar_set[s]) {
+      if (std::bit_cast<std::uint64_t>(v.f) != std::bit_cast<std::uint64_t>(scalar_of[s].f) || v.i != scalar_of[s].i)
+        throw shared_mismatch("C++ scalars");
       continue;
     }
+    scalar_set[s] = 1;
+    scalar_of[s] = v;
+  }
+  for (const node& n : g.nodes) {
+    if (kind_of(n.o) != op_kind::leaf || n.o == op::bound) continue;
+    any_tensor& slot = leaves[static_cast<std::size_t>(n.slot)];
     if (n.o == op::scalar) {
-      const scalar_value v = e.data.scalars[next_scalar++];
+      const scalar_value v = scalar_of[static_cast<std::size_t>(n.slot)];
       slot = any_tensor(n.dt, dims{});
       visit(n.dt, [&]<dtype D>() {
         *reinterpret_cast<storage_t<D>*>(slot.bytes()) =

@@ -282,8 +282,8 @@ constexpr auto rand_like(const X& x, const S& seed) {
 /// dropout<Stream, Num, Den = 100>(x, seed): zeroes each element with probability p = Num / Den
 /// (0 <= p < 1) and scales the others by 1 / (1 - p), as torch.nn.functional.dropout in training
 /// mode. The mask is rand_like<Stream>(x, seed) >= p, so the backward pass uses the same mask.
-/// p is a compile-time ratio: dropout<"fc1.drop", 20>(h, seed) drops 20%. (A run-time p would
-/// be a C++ scalar leaf, and an expression holding one is not shared by tracing.)
+/// p is a compile-time ratio: dropout<"fc1.drop", 20>(h, seed) drops 20%; p and 1 / (1 - p) are
+/// constants in the graph (literals), which canonicalisation can fold.
 template <fixed_string Stream, index_t Num, index_t Den = 100, tensor_operand X, tensor_operand S>
 constexpr auto dropout(const X& x, const S& seed) {
   static_assert(Den > 0 && Num >= 0 && Num < Den, "kiln: dropout needs 0 <= Num / Den < 1");

@@ -14,6 +14,8 @@
 // leaf at each use, so it has no identity to differentiate by.
 #pragma once
 
+#include <bit>
+#include <cstdint>
 #include <tuple>
 
 #include "expr.hpp"
@@ -49,6 +51,20 @@ struct custom : node_base<Y, X, R, G> {
   static constexpr dtype dt = Y::dt;
   static constexpr dims shape = Y::shape;
   static constexpr node make() { return detail::make_node(op::custom, dt, shape); }
+};
+
+/// E under a sharing key: every use of a share with the same key is traced once (op::share is
+/// not a node). grad() shares a loss that holds bound tensors or C++ scalars, which tracing
+/// would otherwise emit again at every use (it can merge only pure subtrees by structure).
+template <std::uint64_t Key, class E>
+struct shared : node_base<E> {
+  static constexpr dtype dt = E::dt;
+  static constexpr dims shape = E::shape;
+  static constexpr node make() {
+    node n = detail::make_node(op::share, dt, shape);
+    n.value = std::bit_cast<double>(Key);
+    return n;
+  }
 };
 
 /// The root of kiln::outputs(...): not a node, and not an expression.
@@ -90,6 +106,40 @@ constexpr void check_wrt() {
 }
 }  // namespace detail
 
+namespace detail {
+/// The sharing key of expression type E: its structure (the record's hash; bit 62 cleared, so
+/// that the key's bits are a finite double in the node).
+template <class E>
+constexpr std::uint64_t share_key_of() {
+  return mix(record_ref<E>().hash, 0x5348415245ull) & ~(std::uint64_t{1} << 62);
+}
+/// e, shared by its structure when it holds bound tensors or C++ scalars (and is not a share).
+template <class E>
+constexpr auto shared_if_impure(const E& e) {
+  constexpr const record& r = record_ref<E>();
+  if constexpr (r.pure || r.n.o == op::share) return e;
+  else return ex::build<ex::shared<share_key_of<E>(), E>>(e);
+}
+/// Whether the records under `top` hold a share of this key (impure records only: a share
+/// wraps an impure subtree; each record visited once, by hash).
+constexpr bool holds_share(const record& top, std::uint64_t key) {
+  cvec<const record*> stack{&top};
+  cvec<std::uint64_t> seen;
+  while (!stack.empty()) {
+    const record* r = stack.back();
+    stack.pop_back();
+    if (r->pure) continue;
+    if (r->n.o == op::share && std::bit_cast<std::uint64_t>(r->n.value) == key) return true;
+    bool again = false;
+    for (std::uint64_t h : seen) again = again || h == r->hash;
+    if (again) continue;
+    seen.push_back(r->hash);
+    for (int k = 0; k < r->kids; ++k) stack.push_back(r->kid[k]);
+  }
+  return false;
+}
+}  // namespace detail
+
 /// The placeholders to differentiate against: grad(loss, wrt(w1, b1, w2)).
 template <class... W>
 struct wrt_list {};
@@ -106,8 +156,14 @@ constexpr auto grad(const L& loss, const W& w) {
   (void)error::grad_needs_a_scalar_loss<as_shape<E::shape>, scalar>::value;
   detail::check_wrt<W>();
   constexpr bool ok = detail::wrt_ok<W>();
-  if constexpr (!(scalar && ok)) return ex::invalid<W::dt>{};
-  else return ex::build<ex::grad<E, W>>(as_expr(loss), w);
+  if constexpr (!(scalar && ok)) {
+    return ex::invalid<W::dt>{};
+  } else {
+    // a loss with bound tensors or C++ scalars is shared: grad nodes of the same loss are then
+    // one loss and one backward sweep
+    const auto l = detail::shared_if_impure(as_expr(loss));
+    return ex::build<ex::grad<decltype(l), W>>(l, w);
+  }
 }
 
 /// The gradients of a rank-0 loss with respect to each placeholder, as a std::tuple (in the
@@ -186,8 +242,23 @@ constexpr auto custom_vjp(const Y& y, const X& x, Rule rule) {
 /// (in order): outputs(loss, grads...) is one training step's value and gradients.
 template <tensor_operand... E>
 constexpr auto outputs(const E&... e) {
-  using T = ex::tuple<decltype(as_expr(e))...>;
-  return ex::build_root<T>(as_expr(e)...);
+  // an output that another output's grad shares (the loss of outputs(loss, grad(loss, ...)),
+  // when it holds bound tensors or C++ scalars) is shared too, so it is computed once
+  const auto out = [&]<class X>(const X& x) {
+    using EX = decltype(as_expr(x));
+    constexpr const record& r = record_ref<EX>();
+    if constexpr (r.pure || r.n.o == op::share) {
+      return as_expr(x);
+    } else {
+      constexpr std::uint64_t key = detail::share_key_of<EX>();
+      if constexpr ((detail::holds_share(record_ref<decltype(as_expr(e))>(), key) || ...))
+        return detail::shared_if_impure(as_expr(x));
+      else
+        return as_expr(x);
+    }
+  };
+  using T = ex::tuple<decltype(out(e))...>;
+  return ex::build_root<T>(out(e)...);
 }
 /// outputs(loss, std::tuple{grads...}): the tuple's members become outputs after loss.
 template <tensor_operand L, class... G>

@@ -42,8 +42,10 @@ enum class op : std::uint8_t {
   // custom(y, x, rule, g) is y whose gradient with respect to x is `rule`, an expression of the
   // cotangent marker g (the incoming gradient)
   detach, grad, jvp, custom, cotangent,
-  // not a node: the root of kiln::outputs(a, b, ...), whose operands become the graph's outputs
-  tuple,
+  // not nodes, structure for the trace: the root of kiln::outputs(a, b, ...), whose operands
+  // become the graph's outputs; share(x), x where every share of the same key (node.value's
+  // bits) is one value (the loss under several grad nodes), traced once
+  tuple, share,
 };
 
 enum class op_kind : std::uint8_t {
@@ -86,9 +88,9 @@ inline constexpr op_info op_table[] = {
     {"conv2d", K::composite, 3},  {"max_pool2d", K::composite, 1},  {"avg_pool2d", K::composite, 1},
     {"detach", K::autodiff, 1},   {"grad", K::autodiff, 2},         {"jvp", K::autodiff, 3},
     {"custom", K::autodiff, 4},   {"cotangent", K::autodiff, 0},
-    {"tuple", K::tuple, 0},
+    {"tuple", K::tuple, 0},       {"share", K::tuple, 1},
 };
-static_assert(sizeof(op_table) / sizeof(op_table[0]) == static_cast<int>(op::tuple) + 1,
+static_assert(sizeof(op_table) / sizeof(op_table[0]) == static_cast<int>(op::share) + 1,
               "kiln: op_table needs one row per op, in enum order");
 }  // namespace detail
 

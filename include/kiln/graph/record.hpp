@@ -37,6 +37,9 @@ struct record {
   /// compute the same value, so tracing emits them once (a loss shared by many grads, say).
   std::uint64_t hash = 0;
   bool pure = true;
+  /// Bound tensors and C++ scalars of the subtree (per use, like tree_nodes): the length of its
+  /// part of an expression object's leaf data.
+  index_t tensors = 0, scalars = 0;
 };
 
 template <class E>
@@ -150,7 +153,11 @@ constexpr record make_record(const node& n, const std::array<const record*, N>& 
   r.kid = kids.data();
   r.hash = node_hash(r.n);
   r.pure = r.n.o != op::bound && r.n.o != op::scalar;
+  r.tensors = r.n.o == op::bound;
+  r.scalars = r.n.o == op::scalar;
   for (const record* k : kids) {
+    r.tensors += k->tensors;
+    r.scalars += k->scalars;
     r.tree_nodes += k->tree_nodes;
     r.hash = mix(r.hash, k->hash);
     r.pure = r.pure && k->pure;

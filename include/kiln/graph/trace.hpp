@@ -5,7 +5,10 @@
 // leaves in that order: the leaf table's slots. Nothing recurses through the expression's
 // type, so the depth of an expression is limited only by constant-evaluation steps.
 //
-// A placeholder used several times is one node. So is a pure subtree (no bound tensors or
+// A placeholder used several times is one node. So is every use of a share(x) of the same key
+// (the loss under several grad nodes, even where it holds bound tensors or C++ scalars: the
+// later uses' data items map to the first use's slots, and binding checks they agree). So is
+// a pure subtree (no bound tensors or
 // scalars) of 8 nodes or more used several times, recognised by its structural hash (64 bits,
 // record.hpp) and size: the loss under each of a model's grad nodes is traced once, so tracing
 // `grad(loss, wrt(w1 ... wn))` costs the loss once, not n times.
@@ -13,6 +16,8 @@
 
 #include <bit>
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 #include "../core/cvec.hpp"
 #include "../core/tensor.hpp"
@@ -39,13 +44,22 @@ constexpr bool same_node_value(const node& a, const node& b) {
 /// them up would cost more than emitting them.
 inline constexpr index_t min_shared_tree = 8;
 
-constexpr graph walk(const record& top) {
+/// Where each of an expression object's bound tensors and C++ scalars (its leaf data, in
+/// order) goes in the leaf table: slot[i] of data item i. A shared subtree traced once has its
+/// later uses' data pointing at the first use's slots (bind_leaves checks they agree).
+struct binding {
+  cvec<int> tensor_slot, scalar_slot;
+};
+
+/// Traces the records under `top` into a graph; fills `bind` when given.
+constexpr graph walk(const record& top, binding* bind = nullptr) {
   graph g;
   g.nodes.reserve(static_cast<std::size_t>(top.tree_nodes));
   struct frame {
     const record* r;
     int next;
     std::array<int, 4> ids;
+    index_t tensors, scalars;  ///< data items before this subtree's (share frames)
   };
   cvec<frame> stack;
   // a placeholder type used several times is one node (same name, dtype and shape: same value)
@@ -59,10 +73,36 @@ constexpr graph walk(const record& top) {
     int id;
   };
   cvec<seen_tree> trees;
+  // shared subtrees already emitted: key, node, and where their data items start
+  struct seen_share {
+    std::uint64_t key;
+    int id;
+    index_t tensors, scalars;
+  };
+  cvec<seen_share> shares;
+  index_t tensors = 0, scalars = 0;  // data items met so far, in the expression object's order
+  const auto share_key = [](const record* r) { return std::bit_cast<std::uint64_t>(r->n.value); };
   const auto emitted = [&](const record* r) {
     if (r->n.o == op::input || r->n.o == op::param || r->n.o == op::cotangent) {
       for (std::size_t p = 0; p < placeholder.size(); ++p)
         if (same_placeholder(*placeholder[p], r->n)) return placeholder_id[p];
+    } else if (r->n.o == op::share) {
+      for (const seen_share& sh : shares)
+        if (sh.key == share_key(r)) {  // this use's data items are the first use's
+          if (bind) {
+            for (index_t k = 0; k < r->tensors; ++k) {  // (a copy first: push_back may reallocate)
+              const int slot = bind->tensor_slot[static_cast<std::size_t>(sh.tensors + k)];
+              bind->tensor_slot.push_back(slot);
+            }
+            for (index_t k = 0; k < r->scalars; ++k) {
+              const int slot = bind->scalar_slot[static_cast<std::size_t>(sh.scalars + k)];
+              bind->scalar_slot.push_back(slot);
+            }
+          }
+          tensors += r->tensors;
+          scalars += r->scalars;
+          return sh.id;
+        }
     } else if (r->pure && r->tree_nodes >= min_shared_tree) {
       for (const seen_tree& t : trees)
         if (t.hash == r->hash && t.size == r->tree_nodes && same_node_value(*t.n, r->n)) return t.id;
@@ -79,7 +119,8 @@ constexpr graph walk(const record& top) {
       g.outputs.push_back(seen_root);
       continue;
     }
-    stack.push_back({r0, 0, {}});
+    int done = -1;  // the node of the last finished subtree: at the end, the root's
+    stack.push_back({r0, 0, {}, tensors, scalars});
     while (!stack.empty()) {
       frame& f = stack.back();
       if (f.next < f.r->kids) {
@@ -88,27 +129,43 @@ constexpr graph walk(const record& top) {
           f.ids[static_cast<std::size_t>(f.next++)] = seen;
           continue;
         }
-        stack.push_back({kid, 0, {}});
+        stack.push_back({kid, 0, {}, tensors, scalars});
         continue;
       }
-      node n = f.r->n;
-      for (int j = 0; j < f.r->kids; ++j) n.in[static_cast<std::size_t>(j)] = f.ids[static_cast<std::size_t>(j)];
-      if (kind_of(n.o) == op_kind::leaf) n.slot = leaves++;
-      g.nodes.push_back(n);
-      const int id = count++;
-      if (n.o == op::input || n.o == op::param || n.o == op::cotangent) {  // one node per value
-        placeholder.push_back(&f.r->n);
-        placeholder_id.push_back(id);
-      } else if (f.r->pure && f.r->tree_nodes >= min_shared_tree) {
-        trees.push_back({f.r->hash, f.r->tree_nodes, &f.r->n, id});
+      int id;
+      if (f.r->n.o == op::share) {  // not a node: its operand, remembered under its key
+        id = f.ids[0];
+        shares.push_back({share_key(f.r), id, f.tensors, f.scalars});
+      } else {
+        node n = f.r->n;
+        for (int j = 0; j < f.r->kids; ++j) n.in[static_cast<std::size_t>(j)] = f.ids[static_cast<std::size_t>(j)];
+        if (kind_of(n.o) == op_kind::leaf) {
+          n.slot = leaves++;
+          if (n.o == op::bound) {
+            ++tensors;
+            if (bind) bind->tensor_slot.push_back(n.slot);
+          } else if (n.o == op::scalar) {
+            ++scalars;
+            if (bind) bind->scalar_slot.push_back(n.slot);
+          }
+        }
+        g.nodes.push_back(n);
+        id = count++;
+        if (n.o == op::input || n.o == op::param || n.o == op::cotangent) {  // one node per value
+          placeholder.push_back(&f.r->n);
+          placeholder_id.push_back(id);
+        } else if (f.r->pure && f.r->tree_nodes >= min_shared_tree) {
+          trees.push_back({f.r->hash, f.r->tree_nodes, &f.r->n, id});
+        }
       }
       stack.pop_back();
+      done = id;
       if (!stack.empty()) {
         frame& parent = stack.back();
         parent.ids[static_cast<std::size_t>(parent.next++)] = id;
       }
     }
-    g.outputs.push_back(count - 1);
+    g.outputs.push_back(done);
   }
   g.leaves = leaves;
   return g;
@@ -120,6 +177,16 @@ constexpr graph walk(const record& top) {
 template <class E>
 struct traced {
   static constexpr auto value = freeze([] { return detail::walk(record_ref<E>()); });
+  /// The leaf-table slot of each bound tensor and C++ scalar of an E object, in its order.
+  static constexpr auto binding = [] {
+    using U = std::remove_cvref_t<E>;
+    std::pair<std::array<int, U::tensor_leaves>, std::array<int, U::scalar_leaves>> r{};
+    detail::binding b;
+    (void)detail::walk(record_ref<E>(), &b);
+    for (std::size_t i = 0; i < U::tensor_leaves; ++i) r.first[i] = b.tensor_slot[i];
+    for (std::size_t i = 0; i < U::scalar_leaves; ++i) r.second[i] = b.scalar_slot[i];
+    return r;
+  }();
 };
 
 /// The graph of an expression, as a run-time value.
