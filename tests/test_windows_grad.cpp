@@ -3,6 +3,9 @@
 // against the eager backend.
 #include "gradcheck.hpp"
 
+#include <algorithm>
+#include <vector>
+
 using namespace kiln;
 
 namespace {
@@ -33,7 +36,16 @@ TEST_CASE("conv2d with respect to input, weight and bias") {
 
 TEST_CASE("max_pool2d and avg_pool2d") {
   auto f = feeds();
-  // distinct values (ties have a shared gradient that finite differences cannot see)
+  // well-separated values (a near-tie within the finite-difference step would move the maximum;
+  // exact ties share the gradient, checked below): a random permutation of 0.05 k
+  {
+    any_tensor x(f64, dims{2, 2, 6, 5});
+    std::vector<int> order(static_cast<std::size_t>(x.numel()));
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+    std::shuffle(order.begin(), order.end(), kt::rng());
+    for (index_t i = 0; i < x.numel(); ++i) x.data<double>()[i] = 0.05 * (order[static_cast<std::size_t>(i)] - 60);
+    f[0].value = x;
+  }
   kt::gradcheck<X>(max_pool2d<2>(X{}), f);
   kt::gradcheck<X>(max_pool2d<3, 2, 1>(X{}), f);
   kt::gradcheck<X>(avg_pool2d<2>(X{}), f);
