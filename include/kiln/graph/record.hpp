@@ -21,6 +21,7 @@
 #include <bit>
 #include <cstdint>
 #include <tuple>
+#include <type_traits>
 
 #include "graph.hpp"
 
@@ -73,8 +74,9 @@ struct is_id<ex::id<H, NT, NS>> : std::true_type {};
 /// record_of<E> (leaves, and the root of kiln::outputs).
 template <class E>
 constexpr const record& record_ref() {
-  if constexpr (detail::is_id<E>::value) return rec(reg::key<E::hash>{});
-  else return record_of<E>::value;
+  using U = std::remove_cvref_t<E>;  // decltype of a constexpr expression is const
+  if constexpr (detail::is_id<U>::value) return rec(reg::key<U::hash>{});
+  else return record_of<U>::value;
 }
 
 /// A node's attributes as a value that can be a template argument (no pointer, no double):
