@@ -45,7 +45,7 @@ constexpr graph walk(const record& top) {
   struct frame {
     const record* r;
     int next;
-    std::array<int, 4> ids;
+    int ids[4];
   };
   cvec<frame> stack;
   // a placeholder type used several times is one node (same name, dtype and shape: same value)
