@@ -24,7 +24,10 @@ struct builder {
     return n;
   }
   constexpr node with_inputs(node n, int a, int b = -1, int c = -1) const {
-    n.in = {a, b, c, -1};
+    n.in[0] = a;
+    n.in[1] = b;
+    n.in[2] = c;
+    n.in[3] = -1;
     return n;
   }
 
@@ -61,6 +64,7 @@ struct builder {
   /// Swaps the last two axes.
   constexpr int transpose(int x) {
     const int r = at(x).shape.rank;
+    if (r < 2) return x;  // (never asked for; keeps p[r - 2] in bounds for the compiler too)
     node n = make(op::permute, at(x).dt, dims{});
     std::int8_t p[max_rank]{};
     for (int i = 0; i < r; ++i) p[i] = static_cast<std::int8_t>(i);
