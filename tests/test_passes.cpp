@@ -194,6 +194,6 @@ TEST_CASE("passes run as ordinary functions and agree with their compile-time re
   REQUIRE(c.nodes.size() == frozen.nodes.size());
   for (std::size_t i = 0; i < c.nodes.size(); ++i) {
     REQUIRE(c.nodes[i].o == frozen.nodes[i].o);
-    REQUIRE(c.nodes[i].in == frozen.nodes[i].in);
+    for (int j = 0; j < 4; ++j) REQUIRE(c.nodes[i].in[j] == frozen.nodes[i].in[j]);
   }
 }

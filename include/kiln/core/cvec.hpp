@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <initializer_list>
+#include <type_traits>
 #include <utility>
 
 namespace kiln {
@@ -60,7 +61,11 @@ class cvec {
   constexpr void reserve(std::size_t c) {
     if (c <= cap_) return;
     T* q = new T[c];
-    for (std::size_t i = 0; i < n_; ++i) q[i] = std::move(p_[i]);
+    if constexpr (std::is_trivially_copyable_v<T>) {  // no std::move call per element (a step each)
+      for (std::size_t i = 0; i < n_; ++i) q[i] = p_[i];
+    } else {
+      for (std::size_t i = 0; i < n_; ++i) q[i] = std::move(p_[i]);
+    }
     delete[] p_;
     p_ = q;
     cap_ = c;

@@ -20,7 +20,7 @@ inline constexpr index_t dyn = -1;
 
 struct dims {
   int rank = 0;  ///< -1 marks a shape poisoned by an earlier compile-time error (see check.hpp)
-  std::array<index_t, max_rank> e{};
+  index_t e[max_rank]{};  // a C array: indexing it costs no function call in constant evaluation
 
   constexpr dims() = default;
   constexpr dims(std::initializer_list<index_t> l) : rank(static_cast<int>(l.size())) {

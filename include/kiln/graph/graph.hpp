@@ -39,7 +39,7 @@ struct node {
   op o = op::input;
   dtype dt = dtype::f32;
   dims shape{};                      ///< static shape: extents or dyn
-  std::array<int, 4> in{-1, -1, -1, -1};  ///< inputs, by node index; nin() of them are used
+  int in[4]{-1, -1, -1, -1};  ///< inputs, by node index; nin() of them are used (a C array: cheap in constant evaluation)
 
   // attributes, by op
   std::uint32_t axes = 0;      ///< reductions: bit i set = reduce axis i of the input; rand: its stream
@@ -55,7 +55,7 @@ struct node {
   std::uint8_t phase = 0;  ///< 0 forward; 1 emitted by differentiation (backward, tangents); 2 recomputed
 
   /// Number of inputs (layer_norm has a fourth, its epsilon).
-  constexpr int nin() const { return o == op::layer_norm ? 4 : arity(o); }
+  constexpr int nin() const { return o == op::layer_norm ? 4 : detail::op_table[static_cast<int>(o)].arity; }
   constexpr std::string_view label() const { return name_len ? std::string_view{name, name_len} : std::string_view{}; }
   /// Names the node; s must live in static storage (a literal, or a template parameter object).
   constexpr void set_name(std::string_view s) {
@@ -144,7 +144,9 @@ constexpr auto freeze(Make) {
   constexpr std::size_t n = detail::graph_size<Make>[0], m = detail::graph_size<Make>[1];
   const graph g = Make{}();
   frozen_graph<n, m> f;
-  for (std::size_t i = 0; i < n; ++i) f.nodes[i] = g.nodes[i];
+  node* to = f.nodes.data();  // raw pointers: no call per element in constant evaluation
+  const node* from = g.nodes.data();
+  for (std::size_t i = 0; i < n; ++i) to[i] = from[i];
   for (std::size_t i = 0; i < m; ++i) f.outputs[i] = g.outputs[i];
   f.leaves = g.leaves;
   return f;

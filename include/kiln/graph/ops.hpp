@@ -95,10 +95,11 @@ static_assert(sizeof(op_table) / sizeof(op_table[0]) == static_cast<int>(op::sha
 }  // namespace detail
 
 constexpr const op_info& info(op o) { return detail::op_table[static_cast<int>(o)]; }
-constexpr op_kind kind_of(op o) { return info(o).kind; }
-constexpr std::string_view name(op o) { return info(o).name; }
+// (direct table reads: each nested call costs steps in constant evaluation, and these run per node)
+constexpr op_kind kind_of(op o) { return detail::op_table[static_cast<int>(o)].kind; }
+constexpr std::string_view name(op o) { return detail::op_table[static_cast<int>(o)].name; }
 /// Number of graph inputs of a node of this op (concat has two; n-ary concat nests).
-constexpr int arity(op o) { return info(o).arity; }
+constexpr int arity(op o) { return detail::op_table[static_cast<int>(o)].arity; }
 
 constexpr bool is_comparison(op o) { return o >= op::eq && o <= op::ge; }
 constexpr bool is_commutative(op o) {

@@ -58,7 +58,7 @@ constexpr graph walk(const record& top, binding* bind = nullptr) {
   struct frame {
     const record* r;
     int next;
-    std::array<int, 4> ids;
+    int ids[4];
     index_t tensors, scalars;  ///< data items before this subtree's (share frames)
   };
   cvec<frame> stack;

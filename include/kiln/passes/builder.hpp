@@ -24,7 +24,10 @@ struct builder {
     return n;
   }
   constexpr node with_inputs(node n, int a, int b = -1, int c = -1) const {
-    n.in = {a, b, c, -1};
+    n.in[0] = a;
+    n.in[1] = b;
+    n.in[2] = c;
+    n.in[3] = -1;
     return n;
   }
 

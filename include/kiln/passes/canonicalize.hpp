@@ -83,7 +83,9 @@ constexpr bool same_bits(double a, double b) { return std::bit_cast<std::uint64_
 /// Whether two nodes compute the same value (same op, inputs and attributes). Leaves other
 /// than named placeholders are never equal to another node: their values come from outside.
 constexpr bool same_node(const node& a, const node& b) {
-  if (a.o != b.o || a.dt != b.dt || !(a.shape == b.shape) || a.in != b.in) return false;
+  if (a.o != b.o || a.dt != b.dt || a.in[0] != b.in[0] || a.in[1] != b.in[1] || a.in[2] != b.in[2] ||
+      a.in[3] != b.in[3] || !(a.shape == b.shape))
+    return false;
   if (a.o == op::bound || a.o == op::scalar) return false;
   if (a.o == op::input || a.o == op::param) return a.label() == b.label();
   if (a.o == op::constant) return same_bits(a.value, b.value);
@@ -91,37 +93,44 @@ constexpr bool same_node(const node& a, const node& b) {
          a.step == b.step && a.perm == b.perm && same_bits(a.value, b.value);
 }
 
+/// A hash of what same_node compares (one expression where it can be: in constant evaluation
+/// every statement is a step).
 constexpr std::uint64_t hash_node(const node& n) {
-  std::uint64_t h = 1469598103934665603ull;
-  auto mix = [&h](std::uint64_t v) { h = (h ^ v) * 1099511628211ull; };
-  mix(static_cast<std::uint64_t>(n.o));
-  mix(static_cast<std::uint64_t>(n.dt));
-  for (int i : n.in) mix(static_cast<std::uint64_t>(i + 1));
-  mix(n.axes);
-  mix(static_cast<std::uint64_t>(n.axis));
-  if (n.o == op::constant) mix(std::bit_cast<std::uint64_t>(n.value));
-  if (n.o == op::input || n.o == op::param)
-    for (char ch : n.label()) mix(static_cast<std::uint64_t>(ch));
+  constexpr std::uint64_t p = 1099511628211ull;
+  std::uint64_t h = ((((((std::uint64_t{static_cast<std::uint8_t>(n.o)} << 8 | static_cast<std::uint8_t>(n.dt)) * p ^
+                         static_cast<std::uint32_t>(n.in[0])) * p ^ static_cast<std::uint32_t>(n.in[1])) * p ^
+                       static_cast<std::uint32_t>(n.in[2])) * p ^ static_cast<std::uint32_t>(n.in[3])) * p ^
+                     (std::uint64_t{n.axes} << 32 | static_cast<std::uint32_t>(n.axis))) * p;
+  if (n.o == op::constant) h = (h ^ std::bit_cast<std::uint64_t>(n.value)) * p;
+  else if (n.o == op::input || n.o == op::param)
+    for (char ch : n.label()) h = (h ^ static_cast<unsigned char>(ch)) * p;
   return h;
 }
 
 /// Open-addressing table of node indices for hash-consing (constexpr-friendly).
 struct cse_table {
   cvec<int> slots;
+  int shift = 60;
   constexpr explicit cse_table(std::size_t n) {
     std::size_t cap = 16;
-    while (cap < 2 * n + 2) cap *= 2;
+    while (cap < 2 * n + 2) {
+      cap *= 2;
+      --shift;
+    }
     slots.assign(cap, -1);
   }
-  /// The index of a node equal to n in g, or -1 (and n's slot is remembered for `index`).
-  constexpr int find_or_insert(const graph& g, const node& n, int index) {
+  /// The index of a node equal to n among `nodes`, or -1 (and n's slot is remembered for
+  /// `index`, which the caller then appends).
+  constexpr int find_or_insert(const node* nodes, const node& n, int index) {
+    int* slot = slots.data();
     const std::size_t mask = slots.size() - 1;
-    for (std::size_t s = hash_node(n) & mask;; s = (s + 1) & mask) {
-      if (slots[s] < 0) {
-        slots[s] = index;
+    for (std::size_t s = (hash_node(n) * 0x9e3779b97f4a7c15ull) >> shift;; s = (s + 1) & mask) {
+      const int at = slot[s];
+      if (at < 0) {
+        slot[s] = index;
         return -1;
       }
-      if (same_node(g.nodes[static_cast<std::size_t>(slots[s])], n)) return slots[s];
+      if (same_node(nodes[at], n)) return at;
     }
   }
 };
@@ -264,61 +273,114 @@ constexpr int pointwise_of_reshape(const builder& b, const node& n) {
   return j;
 }
 
+/// What the sweep needs to know of an op, read from one table (computed from the catalogue):
+/// a node whose op has no rule of its own, and none of whose operands is a broadcast, constant
+/// or neg, can only be reordered (commutative ops) and hash-consed.
+struct sweep_flags {
+  static constexpr std::uint8_t commutative = 1, pointwise = 2, rules = 4, outside = 8, special = 16;
+  std::uint8_t f[static_cast<int>(op::tuple) + 1]{};
+};
+inline constexpr sweep_flags sweep_table = [] {
+  sweep_flags t;
+  for (int i = 0; i <= static_cast<int>(op::tuple); ++i) {
+    const op o = static_cast<op>(i);
+    t.f[i] = static_cast<std::uint8_t>(
+        (is_commutative(o) ? sweep_flags::commutative : 0) | (is_pointwise(o) ? sweep_flags::pointwise : 0) |
+        (o == op::reshape || o == op::permute || o == op::broadcast || o == op::numel || o == op::cast
+             ? sweep_flags::rules
+             : 0) |
+        (o == op::bound || o == op::scalar ? sweep_flags::outside : 0) |
+        (o == op::broadcast || o == op::constant || o == op::neg ? sweep_flags::special : 0));
+  }
+  return t;
+}();
+
 /// One sweep: simplify, fold, hash-cons. Returns the new graph (dead nodes still in it).
+/// Written for constant evaluation, where each statement and call is a step: raw pointers
+/// into the arrays, one table read per node, and the rules only for nodes they may match.
 constexpr graph sweep(const graph& g) {
+  const std::size_t count = g.nodes.size();
+  const node* src = g.nodes.data();
   builder b;
   b.g.leaves = g.leaves;
-  b.g.nodes.reserve(g.nodes.size());
+  b.g.nodes.reserve(count);
   simplifier s{b};
-  cse_table table(g.nodes.size() + g.nodes.size() / 2);  // room for the nodes rewrites add
-  cvec<int> to(g.nodes.size(), -1);
-  // simplifies n, folds it, and returns the node that computes it: an existing one (an
-  // identity, or an equal node: hash-consing) or n, appended
-  const auto put = [&](node n) {
-    n = s.fold_constants(s.rewrite(n));
-    if (const int r = s.replace(n); r >= 0) return r;
+  cse_table table(count + count / 2);  // room for the nodes rewrites add
+  cvec<int> to(count, -1);
+  int* to_p = to.data();
+  // simplifies n (unless plain: no rule can match it), folds it, and returns the node that
+  // computes it: an existing one (an identity, or an equal node: hash-consing) or n, appended
+  const auto put = [&](node n, bool plain) {
+    const std::uint8_t fl = sweep_table.f[static_cast<int>(n.o)];
+    if (!plain) {
+      n = s.fold_constants(s.rewrite(n));
+      if (const int r = s.replace(n); r >= 0) return r;
+    } else if ((fl & sweep_flags::commutative) && n.in[1] < n.in[0]) {  // canonical operand order
+      const int t = n.in[0];
+      n.in[0] = n.in[1];
+      n.in[1] = t;
+    }
     const int next = static_cast<int>(b.g.nodes.size());
+    // values from outside (bound tensors, scalars) are never merged, not hashed
+    const int found = (sweep_table.f[static_cast<int>(n.o)] & sweep_flags::outside)
+                          ? -1
+                          : table.find_or_insert(b.g.nodes.data(), n, next);
+    if (found >= 0) return found;
     b.g.nodes.push_back(n);
-    if (n.o == op::bound || n.o == op::scalar) return next;  // values from outside: never merged, not hashed
-    const int found = table.find_or_insert(b.g, n, next);
-    if (found < 0) return next;
-    b.g.nodes.pop_back();
-    return found;
+    return next;
   };
-  cvec<int> uses(g.nodes.size(), 0);  // readers, and 1 for being an output
-  for (const node& x : g.nodes)
-    for (int j = 0; j < x.nin(); ++j) ++uses[static_cast<std::size_t>(x.in[j])];
-  for (int o : g.outputs) ++uses[static_cast<std::size_t>(o)];
-  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
-    node n = g.nodes[i];
-    for (int j = 0; j < n.nin(); ++j) n.in[j] = to[static_cast<std::size_t>(n.in[j])];
+  cvec<int> uses;  // readers, and 1 for being an output: counted when a rule first needs them
+  for (std::size_t i = 0; i < count; ++i) {
+    node n = src[i];
+    const int k = n.nin();
+    const std::uint8_t fl = sweep_table.f[static_cast<int>(n.o)];
+    const node* at = b.g.nodes.data();
+    bool plain = !(fl & sweep_flags::rules);
+    bool reshaped = false;  // a pointwise op with a reshape operand
+    for (int j = 0; j < k; ++j) {
+      const int x = to_p[n.in[j]];
+      n.in[j] = x;
+      if (fl & sweep_flags::pointwise) {
+        plain = plain && !(sweep_table.f[static_cast<int>(at[x].o)] & sweep_flags::special);
+        reshaped = reshaped || at[x].o == op::reshape;
+      }
+    }
     // the transpose of a product read nowhere else is the product of the transposes, in the
     // other order: (a b)^T = b^T a^T (each element is the same sum of the same products).
     // A weight gradient, permute(x^T g), becomes g^T x in the weight's own layout, so the
     // optimizer's update can be the epilogue of the matmul that computes it.
-    if (n.o == op::permute && swaps_last_two(n)) {
-      const auto m = static_cast<std::size_t>(g.nodes[i].in[0]);
-      const node& mm = g.nodes[m];
-      if (mm.o == op::matmul && uses[m] == 1 && g.nodes[static_cast<std::size_t>(mm.in[0])].shape.rank >= 2 &&
-          g.nodes[static_cast<std::size_t>(mm.in[1])].shape.rank >= 2) {
-        const int ta = b.transpose(to[static_cast<std::size_t>(mm.in[0])]);
-        const int tb = b.transpose(to[static_cast<std::size_t>(mm.in[1])]);
+    if (n.o == op::permute && src[src[i].in[0]].o == op::matmul && swaps_last_two(n)) {
+      if (uses.empty()) {
+        uses.assign(count, 0);
+        for (std::size_t u = 0; u < count; ++u)
+          for (int j = 0, m = src[u].nin(); j < m; ++j) ++uses[static_cast<std::size_t>(src[u].in[j])];
+        for (int o : g.outputs) ++uses[static_cast<std::size_t>(o)];
+      }
+      const auto m = static_cast<std::size_t>(src[i].in[0]);
+      const node& mm = src[m];
+      if (uses[m] == 1 && src[mm.in[0]].shape.rank >= 2 && src[mm.in[1]].shape.rank >= 2) {
+        const int ta = b.transpose(to_p[mm.in[0]]);
+        const int tb = b.transpose(to_p[mm.in[1]]);
         n = b.with_inputs(builder::make(op::matmul, n.dt, n.shape), tb, ta);
+        plain = true;
       }
     }
     // a pointwise op on one reshape (of the op's shape) and rank-0 values is the reshape of
     // the op on the reshape's input: relu(reshape(y)) becomes reshape(relu(y)), so that the op
     // can join the kernel that computes y (a convolution's matmul, as its epilogue)
-    if (const int j = pointwise_of_reshape(b, n); j >= 0) {
-      node inner = n;
-      inner.in[j] = b.at(n.in[j]).in[0];
-      inner.shape = b.at(inner.in[j]).shape;
-      const int k = put(inner);
-      n = b.with_inputs(builder::make(op::reshape, n.dt, n.shape), k);
+    if (reshaped) {
+      if (const int j = pointwise_of_reshape(b, n); j >= 0) {
+        node inner = n;
+        inner.in[j] = b.at(n.in[j]).in[0];
+        inner.shape = b.at(inner.in[j]).shape;
+        const int r = put(inner, false);
+        n = b.with_inputs(builder::make(op::reshape, n.dt, n.shape), r);
+        plain = false;
+      }
     }
-    to[i] = put(n);
+    to_p[i] = put(n, plain);
   }
-  for (int o : g.outputs) b.g.outputs.push_back(to[static_cast<std::size_t>(o)]);
+  for (int o : g.outputs) b.g.outputs.push_back(to_p[o]);
   return b.g;
 }
 

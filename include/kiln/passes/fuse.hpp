@@ -106,6 +106,23 @@ constexpr bool is_view(op o) {
 
 namespace detail {
 
+/// What fusion needs to know of an op, read from one table (computed from the catalogue): in
+/// constant evaluation each call is a step, and these are asked for every node and operand.
+struct fuse_flags {
+  static constexpr std::uint8_t no_kernel = 1, view = 2, pointwise = 4;
+  std::uint8_t f[static_cast<int>(op::tuple) + 1]{};
+};
+inline constexpr fuse_flags fuse_table = [] {
+  fuse_flags t;
+  for (int i = 0; i <= static_cast<int>(op::tuple); ++i) {
+    const op o = static_cast<op>(i);
+    t.f[i] = static_cast<std::uint8_t>(
+        (kind_of(o) == op_kind::leaf || o == op::constant || is_view(o) ? fuse_flags::no_kernel : 0) |
+        (is_view(o) ? fuse_flags::view : 0) | (is_pointwise(o) ? fuse_flags::pointwise : 0));
+  }
+  return t;
+}();
+
 struct fuser {
   static constexpr int deferred = -2;  ///< kernel_of of a pointwise node waiting for a reader
   const graph& g;
@@ -117,11 +134,15 @@ struct fuser {
   cvec<char> closed;            // per kernel: a standalone op's own kernel, which nothing joins
   cvec<int> seen;               // per node: the walk of deferred_deps that last visited it
   int stamp = 0;
+  // raw views of g's nodes and of kernel_of, set by run(): indexing them costs no call in
+  // constant evaluation, where each call and statement is a step
+  const node* nd = nullptr;
+  int* ko = nullptr;
 
   /// The computed node a view chain looks at, or -1 for a leaf/constant.
   constexpr int source(int i) const {
     while (i >= 0) {
-      const node& n = g.nodes[static_cast<std::size_t>(i)];
+      const node& n = nd[i];
       if (kind_of(n.o) == op_kind::leaf || n.o == op::constant) return -1;
       if (!is_view(n.o)) return i;
       i = n.in[0];
@@ -139,7 +160,7 @@ struct fuser {
   /// The buffer a leaf-or-view operand reads (its leaf node), or -1.
   constexpr int leaf_source(int i) const {
     while (i >= 0) {
-      const node& n = g.nodes[static_cast<std::size_t>(i)];
+      const node& n = nd[i];
       if (kind_of(n.o) == op_kind::leaf) return i;
       if (!is_view(n.o)) return -1;
       i = n.in[0];
@@ -150,6 +171,7 @@ struct fuser {
   /// A reduction kernel over `space` (and `axes`, unless ~0u) that reads the same buffer as
   /// operand `in`, which a node with dependencies `deps` can join without a cycle; else -1.
   constexpr int sibling(const dims& space, std::uint32_t axes, int in, const int* deps, int count) const {
+    if (row_kernels.empty()) return -1;
     int src = source(in);
     if (src < 0) src = leaf_source(in);
     if (src < 0) return -1;
@@ -190,9 +212,9 @@ struct fuser {
   }
 
   constexpr void place(int i, int k, const int* operand_kernels, int count) {
-    kernel_of[static_cast<std::size_t>(i)] = k;
+    ko[i] = k;
     ++kernels[static_cast<std::size_t>(k)].nodes;
-    if (g.nodes[static_cast<std::size_t>(i)].phase != 0) backward[static_cast<std::size_t>(k)] = 1;
+    if (nd[i].phase != 0) backward[static_cast<std::size_t>(k)] = 1;
     for (int j = 0; j < count; ++j) {
       const int o = operand_kernels[j];
       if (o == no_kernel || o == k) continue;
@@ -205,8 +227,9 @@ struct fuser {
 
   /// The kernel whose buffer operand `in` reads (through views), or no_kernel / deferred.
   constexpr int operand_kernel(int in) const {
-    const int src = is_view(g.nodes[static_cast<std::size_t>(in)].o) ? source(in) : in;
-    return src >= 0 ? kernel_of[static_cast<std::size_t>(src)] : no_kernel;
+    if (!(fuse_table.f[static_cast<int>(nd[in].o)] & fuse_flags::view)) return ko[in];
+    const int src = source(in);
+    return src >= 0 ? ko[src] : no_kernel;
   }
   /// Adds the kernels deferred node x reads, with those of its deferred operands, to `out`
   /// (a walk with an explicit stack: deferred chains can be thousands of nodes long, deeper
@@ -219,8 +242,8 @@ struct fuser {
       stack.pop_back();
       if (seen[static_cast<std::size_t>(y)] == stamp) continue;
       seen[static_cast<std::size_t>(y)] = stamp;
-      const node& n = g.nodes[static_cast<std::size_t>(y)];
-      for (int j = 0; j < n.nin(); ++j) {
+      const node& n = nd[y];
+      for (int j = 0, nj = n.nin(); j < nj; ++j) {
         const int k = operand_kernel(n.in[j]);
         if (k >= 0) out.push_back(k);
         else if (k == deferred) stack.push_back(n.in[j]);
@@ -234,10 +257,10 @@ struct fuser {
     while (!stack.empty()) {
       const int y = stack.back();
       stack.pop_back();
-      if (kernel_of[static_cast<std::size_t>(y)] != deferred) continue;
-      const node& n = g.nodes[static_cast<std::size_t>(y)];
+      if (ko[y] != deferred) continue;
+      const node& n = nd[y];
       int reads[4]{no_kernel, no_kernel, no_kernel, no_kernel};
-      for (int j = 0; j < n.nin(); ++j) {
+      for (int j = 0, nj = n.nin(); j < nj; ++j) {
         const int r = operand_kernel(n.in[j]);
         if (r == deferred) stack.push_back(n.in[j]);
         else reads[j] = r;
@@ -247,36 +270,38 @@ struct fuser {
   }
   /// Gives deferred node x a kernel of its own (a reader needs it in memory).
   constexpr void materialize(int x) {
-    if (kernel_of[static_cast<std::size_t>(x)] != deferred) return;
-    place_deferred(x, open(kernel_kind::pointwise, g.nodes[static_cast<std::size_t>(x)].shape, 0, x));
+    if (ko[x] != deferred) return;
+    place_deferred(x, open(kernel_kind::pointwise, nd[x].shape, 0, x));
   }
 
   constexpr void run() {
     kernel_of.assign(g.nodes.size(), no_kernel);
+    nd = g.nodes.data();
+    ko = kernel_of.data();
     seen.assign(g.nodes.size(), 0);
-    for (std::size_t idx = 0; idx < g.nodes.size(); ++idx) {
+    const std::size_t size = g.nodes.size();
+    for (std::size_t idx = 0; idx < size; ++idx) {
       const int i = static_cast<int>(idx);
-      const node& n = g.nodes[idx];
-      if (kind_of(n.o) == op_kind::leaf || n.o == op::constant || is_view(n.o)) continue;
+      const node& n = nd[idx];
+      if (fuse_table.f[static_cast<int>(n.o)] & fuse_flags::no_kernel) continue;  // leaf, constant, view
       // join[j]: the kernel computing operand j, which this node may join; dep[j]: the kernel
       // whose buffer operand j reads (through views too); inline_[j]: operand j is a deferred
       // pointwise value of this node's shape, computed inside whichever kernel this node joins
       int join[4]{no_kernel, no_kernel, no_kernel, no_kernel}, deps[4]{no_kernel, no_kernel, no_kernel, no_kernel};
       bool inline_[4]{false, false, false, false};
-      const bool pointwise = is_pointwise(n.o);
-      for (int j = 0; j < n.nin(); ++j) {
+      const bool pointwise = fuse_table.f[static_cast<int>(n.o)] & fuse_flags::pointwise;
+      for (int j = 0, nj = n.nin(); j < nj; ++j) {
         const int in = n.in[j];
         if (!reads_input_values(n.o, j)) continue;  // only its shape: no dependency on its kernel
-        if (is_view(g.nodes[static_cast<std::size_t>(in)].o)) {
+        if (fuse_table.f[static_cast<int>(nd[in].o)] & fuse_flags::view) {
           const int src = source(in);
-          if (src >= 0) materialize(src);
-          deps[j] = src >= 0 ? kernel_of[static_cast<std::size_t>(src)] : no_kernel;
-        } else if (kernel_of[static_cast<std::size_t>(in)] == deferred && pointwise &&
-                   g.nodes[static_cast<std::size_t>(in)].shape == n.shape) {
+          if (src >= 0 && ko[src] == deferred) materialize(src);
+          deps[j] = src >= 0 ? ko[src] : no_kernel;
+        } else if (ko[in] == deferred && pointwise && nd[in].shape == n.shape) {
           inline_[j] = true;
         } else {
-          materialize(in);
-          join[j] = deps[j] = kernel_of[static_cast<std::size_t>(in)];
+          if (ko[in] == deferred) materialize(in);
+          join[j] = deps[j] = ko[in];
         }
       }
       const int count = n.nin();
@@ -298,7 +323,7 @@ struct fuser {
           bool reads_forward = false;  // else it is leaves alone, handled as any other
           for (int j = 0; j < count; ++j) reads_forward = reads_forward || deps[j] >= 0;
           if (reads_forward) {
-            kernel_of[idx] = deferred;
+            ko[idx] = deferred;
             continue;
           }
         }
@@ -314,7 +339,7 @@ struct fuser {
             if (!may_join(sib, all.data(), static_cast<int>(all.size()))) sib = no_kernel;
           }
           if (sib == no_kernel) {
-            kernel_of[idx] = deferred;
+            ko[idx] = deferred;
             continue;
           }
           for (int j = 0; j < count; ++j)
@@ -354,7 +379,7 @@ struct fuser {
         }
         const int k2 = open(kernel_kind::reduction, in, n.axes, i);
         row_kernels.push_back(k2);
-        kernels[static_cast<std::size_t>(k2)].source = src >= 0 && kernel_of[static_cast<std::size_t>(src)] != no_kernel
+        kernels[static_cast<std::size_t>(k2)].source = src >= 0 && ko[src] != no_kernel
                                                            ? src
                                                            : leaf_source(n.in[0]);
         place(i, k2, deps, count);
@@ -391,7 +416,8 @@ struct fuser {
     }
     // what is still deferred is read by no kernel (outputs): from the last node back, so that
     // each kernel takes the whole deferred chain it ends
-    for (std::size_t idx = g.nodes.size(); idx-- > 0;) materialize(static_cast<int>(idx));
+    for (std::size_t idx = size; idx-- > 0;)
+      if (ko[idx] == deferred) materialize(static_cast<int>(idx));
   }
 
   /// Kernels in an order where every kernel comes after the kernels it reads.
@@ -425,8 +451,9 @@ struct fuser {
 
 }  // namespace detail
 
-/// The fusion pass.
-constexpr fused_graph fuse(const graph& g) {
+/// The fusion pass, first half: kernels in execution order and each node's kernel (`written`
+/// all 0, kernels' reads and writes not counted yet: see account()).
+constexpr fused_graph group(const graph& g) {
   detail::fuser f{g, {}, {}, {}, {}, {}, {}, {}, 0};
   f.run();
   // renumber kernels in execution order
@@ -434,51 +461,66 @@ constexpr fused_graph fuse(const graph& g) {
   cvec<int> rank(order.size(), 0);
   for (std::size_t r = 0; r < order.size(); ++r) rank[static_cast<std::size_t>(order[r])] = static_cast<int>(r);
   fused_graph out{g, f.kernel_of, cvec<char>(g.nodes.size(), 0), {}};
+  const int* rk = rank.data();
   for (int& k : out.kernel_of)
-    if (k != no_kernel) k = rank[static_cast<std::size_t>(k)];
+    if (k != no_kernel) k = rk[k];
   for (int k : order) out.kernels.push_back(f.kernels[static_cast<std::size_t>(k)]);
-  // which values are written: outputs, and values read by another kernel or through a view
-  for (int o : g.outputs) out.written[static_cast<std::size_t>(o)] = 1;
-  for (std::size_t u = 0; u < g.nodes.size(); ++u)
-    for (int j = 0; j < g.nodes[u].nin(); ++j) {
-      const auto i = static_cast<std::size_t>(g.nodes[u].in[j]);
-      if (!reads_input_values(g.nodes[u].o, j)) continue;  // a shape, not values
-      if (out.kernel_of[i] != no_kernel && (out.kernel_of[u] != out.kernel_of[i] || is_view(g.nodes[u].o)))
-        out.written[i] = 1;
-    }
+  return out;
+}
+
+/// The fusion pass, second half: which values are written to memory (outputs, and values read
+/// by another kernel or through a view) and the buffers and bytes each kernel reads and writes.
+/// (Raw pointers and few statements per operand: this runs in constant evaluation.)
+constexpr fused_graph account(fused_graph out) {
+  const graph& g = out.g;
+  const std::size_t n = g.nodes.size();
+  const node* nd = g.nodes.data();
+  const int* ko = out.kernel_of.data();
+  char* written = out.written.data();
+  for (int o : g.outputs) written[o] = 1;
+  for (std::size_t u = 0; u < n; ++u) {
+    const node& x = nd[u];
+    const int ku = ko[u];
+    const bool view = detail::fuse_table.f[static_cast<int>(x.o)] & detail::fuse_flags::view;
+    for (int j = 0, nj = x.nin(); j < nj; ++j)
+      if (reads_input_values(x.o, j) && ko[x.in[j]] != no_kernel && (ko[x.in[j]] != ku || view))
+        written[x.in[j]] = 1;  // (an operand read for its shape only is not a value read)
+  }
   // nodes bucketed by kernel (a counting sort), so each kernel's reads are deduplicated with
   // one mark per buffer
   const std::size_t nk = out.kernels.size();
-  cvec<int> start(nk + 1, 0), by_kernel(g.nodes.size(), 0);
-  for (int k : out.kernel_of)
-    if (k != no_kernel) ++start[static_cast<std::size_t>(k) + 1];
-  for (std::size_t k = 0; k < nk; ++k) start[k + 1] += start[k];
+  cvec<int> start(nk + 1, 0), by_kernel(n, 0), mark(n, -1);
+  int* st = start.data();
+  int* bk = by_kernel.data();
+  int* mk = mark.data();
+  for (std::size_t i = 0; i < n; ++i)
+    if (ko[i] != no_kernel) ++st[ko[i] + 1];
+  for (std::size_t k = 0; k < nk; ++k) st[k + 1] += st[k];
   {
     cvec<int> fill(start.begin(), start.end() - 1);
-    for (std::size_t i = 0; i < g.nodes.size(); ++i)
-      if (out.kernel_of[i] != no_kernel) by_kernel[static_cast<std::size_t>(fill[static_cast<std::size_t>(out.kernel_of[i])]++)] = static_cast<int>(i);
+    int* fl = fill.data();
+    for (std::size_t i = 0; i < n; ++i)
+      if (ko[i] != no_kernel) bk[fl[ko[i]]++] = static_cast<int>(i);
   }
-  cvec<int> mark(g.nodes.size(), -1);
-  for (std::size_t k = 0; k < nk; ++k) {
-    kernel& K = out.kernels[k];
-    for (int p = start[k]; p < start[k + 1]; ++p) {
-      const auto i = static_cast<std::size_t>(by_kernel[static_cast<std::size_t>(p)]);
-      const node& n = g.nodes[i];
-      if (out.written[i]) {
+  kernel* ks = out.kernels.data();
+  for (int k = 0; k < static_cast<int>(nk); ++k) {
+    kernel& K = ks[k];
+    for (int p = st[k]; p < st[k + 1]; ++p) {
+      const node& x = nd[bk[p]];
+      if (written[bk[p]]) {
         ++K.writes;
-        K.bytes_written += bytes_of(n.shape, n.dt);
+        K.bytes_written += bytes_of(x.shape, x.dt);
       }
-      for (int j = 0; j < n.nin(); ++j) {
-        if (!reads_input_values(n.o, j)) continue;
-        int src = n.in[j];
-        while (is_view(g.nodes[static_cast<std::size_t>(src)].o) && g.nodes[static_cast<std::size_t>(src)].o != op::numel)
-          src = g.nodes[static_cast<std::size_t>(src)].in[0];
-        const auto si = static_cast<std::size_t>(src);
-        const node& s = g.nodes[si];
-        if (s.o == op::numel || s.o == op::constant) continue;           // values, not buffers
-        if (out.kernel_of[si] == static_cast<int>(k)) continue;           // computed in this kernel
-        if (mark[si] == static_cast<int>(k)) continue;                    // read once per kernel
-        mark[si] = static_cast<int>(k);
+      for (int j = 0, nj = x.nin(); j < nj; ++j) {
+        if (!reads_input_values(x.o, j)) continue;
+        int src = x.in[j];
+        while ((detail::fuse_table.f[static_cast<int>(nd[src].o)] & detail::fuse_flags::view) && nd[src].o != op::numel)
+          src = nd[src].in[0];
+        // values (element counts, constants) are not buffers; a buffer computed in this kernel
+        // is not read; each buffer is read once per kernel
+        const node& s = nd[src];
+        if (s.o == op::numel || s.o == op::constant || ko[src] == k || mk[src] == k) continue;
+        mk[src] = k;
         ++K.reads;
         K.bytes_read += bytes_of(s.shape, s.dt);
       }
@@ -486,5 +528,8 @@ constexpr fused_graph fuse(const graph& g) {
   }
   return out;
 }
+
+/// The fusion pass.
+constexpr fused_graph fuse(const graph& g) { return account(group(g)); }
 
 }  // namespace kiln::passes

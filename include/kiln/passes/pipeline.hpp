@@ -86,11 +86,30 @@ constexpr const auto& primitive_graph() {
   else return prims_plan<E>::graph;
 }
 
-/// The frozen plan of expression type E: its primitive graph, kernels and memory plan.
+/// E's primitive graph after the partition pass (which only changes a graph with derivatives).
+template <class E>
+struct partitioned {
+  static constexpr auto graph = freeze([] { return passes::partition(primitive_graph<E>().thaw()); });
+};
+template <class E>
+constexpr const auto& partitioned_graph() {
+  if constexpr (passes::has_autodiff(prims_plan<E>::graph)) return partitioned<E>::graph;
+  else return prims_plan<E>::graph;
+}
+
+/// E's graph grouped into kernels (the first half of the fusion pass), frozen on its own.
+template <class E>
+struct fused {
+  static constexpr auto value = passes::freeze_fused([] { return passes::group(partitioned_graph<E>().thaw()); });
+};
+
+/// The frozen plan of expression type E: its primitive graph, kernels and memory plan. The
+/// partition pass, the grouping into kernels, and the accounting of the fusion pass with memory
+/// planning, each run in their own constant evaluation.
 template <class E>
 struct plan {
   static constexpr auto schedule =
-      passes::freeze_schedule([] { return passes::plan(passes::fuse(passes::partition(primitive_graph<E>().thaw()))); });
+      passes::freeze_schedule([] { return passes::plan(passes::account(fused<E>::value.thaw())); });
 };
 
 /// The graph the eager backend runs for E: as captured, or, when E differentiates, decomposed

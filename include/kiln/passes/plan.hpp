@@ -27,37 +27,44 @@ constexpr schedule plan(const fused_graph& f) {
   const graph& g = f.g;
   const std::size_t n = g.nodes.size();
   schedule s{g, f.kernel_of, f.written, f.kernels, cvec<int>(n, -1), {}};
+  // (raw pointers below: indexing them costs no call in constant evaluation)
+  const node* nd = g.nodes.data();
+  const int* ko = f.kernel_of.data();
+  const char* wr = f.written.data();
   // last kernel that reads each value (through views too)
   cvec<int> last(n, -1);
+  int* la = last.data();
   for (std::size_t u = 0; u < n; ++u) {
-    const int k = f.kernel_of[u];
+    const int k = ko[u];
     if (k == no_kernel) continue;
-    for (int j = 0; j < g.nodes[u].nin(); ++j) {
-      if (!reads_input_values(g.nodes[u].o, j)) continue;
-      int src = g.nodes[u].in[j];
-      while (is_view(g.nodes[static_cast<std::size_t>(src)].o)) src = g.nodes[static_cast<std::size_t>(src)].in[0];
-      auto& l = last[static_cast<std::size_t>(src)];
-      l = l > k ? l : k;
+    for (int j = 0, nj = nd[u].nin(); j < nj; ++j) {
+      if (!reads_input_values(nd[u].o, j)) continue;
+      int src = nd[u].in[j];
+      while (is_view(nd[src].o)) src = nd[src].in[0];
+      if (la[src] < k) la[src] = k;
     }
   }
   // outputs, and the values an output views (its buffer is the caller's, not scratch)
   cvec<char> is_output(n, 0);
+  char* out = is_output.data();
   for (int o : g.outputs) {
-    is_output[static_cast<std::size_t>(o)] = 1;
-    while (is_view(g.nodes[static_cast<std::size_t>(o)].o)) o = g.nodes[static_cast<std::size_t>(o)].in[0];
-    is_output[static_cast<std::size_t>(o)] = 1;
+    out[o] = 1;
+    while (is_view(nd[o].o)) o = nd[o].in[0];
+    out[o] = 1;
   }
   // the values each kernel writes to scratch, kernel by kernel (a counting sort)
   const std::size_t nk = f.kernels.size();
   cvec<int> start(nk + 1, 0), produced(n, 0);
-  auto scratch = [&](std::size_t i) { return f.kernel_of[i] != no_kernel && f.written[i] && !is_output[i]; };
+  int* st = start.data();
   for (std::size_t i = 0; i < n; ++i)
-    if (scratch(i)) ++start[static_cast<std::size_t>(f.kernel_of[i]) + 1];
-  for (std::size_t k = 0; k < nk; ++k) start[k + 1] += start[k];
+    if (ko[i] != no_kernel && wr[i] && !out[i]) ++st[ko[i] + 1];
+  for (std::size_t k = 0; k < nk; ++k) st[k + 1] += st[k];
   {
     cvec<int> fill(start.begin(), start.end() - 1);
+    int* fl = fill.data();
+    int* pr = produced.data();
     for (std::size_t i = 0; i < n; ++i)
-      if (scratch(i)) produced[static_cast<std::size_t>(fill[static_cast<std::size_t>(f.kernel_of[i])]++)] = static_cast<int>(i);
+      if (ko[i] != no_kernel && wr[i] && !out[i]) pr[fl[ko[i]]++] = static_cast<int>(i);
   }
   // greedy best fit over the buffers free at each kernel; a buffer is free again after the
   // last kernel that reads its value (a buffer read by kernel k cannot take a value k writes)
@@ -103,6 +110,55 @@ constexpr bytes_t scratch_bytes(const S& s) {
   return total;
 }
 
+/// A fused graph frozen into arrays (the fusion pass's result as a constant of its own).
+template <std::size_t N, std::size_t M, std::size_t K>
+struct frozen_fused {
+  frozen_graph<N, M> g;
+  std::array<int, N> kernel_of{};
+  std::array<char, N> written{};
+  std::array<kernel, K> kernels{};
+
+  constexpr fused_graph thaw() const {
+    fused_graph f{g.thaw(), {}, {}, {}};
+    f.kernel_of.assign(kernel_of.begin(), kernel_of.end());
+    f.written.assign(written.begin(), written.end());
+    f.kernels.assign(kernels.begin(), kernels.end());
+    return f;
+  }
+};
+
+namespace detail {
+/// The sizes of the fused graph a Make lambda returns: its own constant (evaluation budget).
+template <class Make>
+inline constexpr std::array<std::size_t, 3> fused_size = [] {
+  const fused_graph f = Make{}();
+  return std::array<std::size_t, 3>{f.g.nodes.size(), f.g.outputs.size(), f.kernels.size()};
+}();
+}  // namespace detail
+
+/// Freezes the fused graph returned by a captureless constexpr lambda (run twice: size, fill).
+template <class Make>
+constexpr auto freeze_fused(Make) {
+  constexpr auto size = detail::fused_size<Make>;
+  const fused_graph s = Make{}();
+  frozen_fused<size[0], size[1], size[2]> f;
+  node* nodes = f.g.nodes.data();  // raw pointers: no call per element in constant evaluation
+  int* kernel_of = f.kernel_of.data();
+  char* written = f.written.data();
+  const node* from = s.g.nodes.data();
+  const int* from_kernel = s.kernel_of.data();
+  const char* from_written = s.written.data();
+  for (std::size_t i = 0; i < size[0]; ++i) {
+    nodes[i] = from[i];
+    kernel_of[i] = from_kernel[i];
+    written[i] = from_written[i];
+  }
+  for (std::size_t i = 0; i < size[1]; ++i) f.g.outputs[i] = s.g.outputs[i];
+  f.g.leaves = s.g.leaves;
+  for (std::size_t i = 0; i < size[2]; ++i) f.kernels[i] = s.kernels[i];
+  return f;
+}
+
 /// A schedule frozen into arrays, to be a static constexpr member of a plan type.
 template <std::size_t N, std::size_t M, std::size_t K, std::size_t B>
 struct frozen_schedule {
@@ -129,11 +185,19 @@ constexpr auto freeze_schedule(Make) {
   constexpr auto size = detail::schedule_size<Make>;
   const schedule s = Make{}();
   frozen_schedule<size[0], size[1], size[2], size[3]> f;
+  node* nodes = f.g.nodes.data();  // raw pointers: no call per element in constant evaluation
+  int* kernel_of = f.kernel_of.data();
+  char* written = f.written.data();
+  int* buffer_of = f.buffer_of.data();
+  const node* from = s.g.nodes.data();
+  const int* from_kernel = s.kernel_of.data();
+  const char* from_written = s.written.data();
+  const int* from_buffer = s.buffer_of.data();
   for (std::size_t i = 0; i < size[0]; ++i) {
-    f.g.nodes[i] = s.g.nodes[i];
-    f.kernel_of[i] = s.kernel_of[i];
-    f.written[i] = s.written[i];
-    f.buffer_of[i] = s.buffer_of[i];
+    nodes[i] = from[i];
+    kernel_of[i] = from_kernel[i];
+    written[i] = from_written[i];
+    buffer_of[i] = from_buffer[i];
   }
   for (std::size_t i = 0; i < size[1]; ++i) f.g.outputs[i] = s.g.outputs[i];
   f.g.leaves = s.g.leaves;

@@ -65,6 +65,18 @@ struct kernel_sizes {
   int nodes = 0, mems = 0, scalars = 0, reductions = 0, stages = 0;
 };
 
+/// Raw views of a schedule's node and kernel arrays. The analysis runs in constant evaluation,
+/// where each call (std::array's operator[] is two) and each statement is a step: indexing
+/// these pointers is neither.
+struct sched_view {
+  const node* nd;
+  const int* ko;
+};
+template <class Sched>
+constexpr sched_view view_of(const Sched& s) {
+  return {s.g.nodes.data(), s.kernel_of.data()};
+}
+
 template <class Sched>
 constexpr bool in_kernel(const Sched& s, int node, int k) {
   return s.kernel_of[static_cast<std::size_t>(node)] == k;
@@ -72,15 +84,18 @@ constexpr bool in_kernel(const Sched& s, int node, int k) {
 
 /// The node of kernel k that operand x reads through views (reshape, permute, slice,
 /// broadcast), or -1: a value of this kernel read from memory, as if from another kernel.
-template <class Sched>
-constexpr int viewed_in_kernel(const Sched& s, int x, int k) {
-  if (in_kernel(s, x, k)) return -1;  // a register, not memory
+constexpr int viewed_in_kernel(sched_view v, int x, int k) {
+  if (v.ko[x] == k) return -1;  // a register, not memory
   while (x >= 0) {
-    const node& n = s.g.nodes[static_cast<std::size_t>(x)];
+    const node& n = v.nd[x];
     if (!passes::is_view(n.o) || n.o == op::numel) break;
     x = n.in[0];
   }
-  return x >= 0 && in_kernel(s, x, k) ? x : -1;
+  return x >= 0 && v.ko[x] == k ? x : -1;
+}
+template <class Sched>
+constexpr int viewed_in_kernel(const Sched& s, int x, int k) {
+  return viewed_in_kernel(view_of(s), x, k);
 }
 
 /// Which nodes must be stored: written by the plan and read by something other than an
@@ -89,17 +104,20 @@ constexpr int viewed_in_kernel(const Sched& s, int x, int k) {
 template <class Sched>
 constexpr auto stored_nodes(const Sched& s) {
   std::array<bool, std::tuple_size_v<std::remove_cvref_t<decltype(s.written)>>> st{};
-  for (int o : s.g.outputs) st[static_cast<std::size_t>(o)] = true;
-  for (std::size_t u = 0; u < s.g.nodes.size(); ++u) {
-    const node& n = s.g.nodes[u];
+  bool* out = st.data();
+  const sched_view v = view_of(s);
+  const char* written = s.written.data();
+  const std::size_t size = s.g.nodes.size();
+  for (int o : s.g.outputs) out[o] = true;
+  for (std::size_t u = 0; u < size; ++u) {
+    const node& n = v.nd[u];
     if (n.o == op::numel) continue;
-    for (int j = 0; j < n.nin(); ++j) {
-      if (!reads_input_values(n.o, j)) continue;  // a shape only
-      const auto i = static_cast<std::size_t>(n.in[static_cast<std::size_t>(j)]);
-      if (s.kernel_of[i] >= 0 && (s.kernel_of[u] != s.kernel_of[i] || passes::is_view(n.o))) st[i] = true;
-    }
+    const bool view = passes::is_view(n.o);
+    for (int j = 0, nj = n.nin(); j < nj; ++j)
+      if (reads_input_values(n.o, j) && v.ko[n.in[j]] >= 0 && (v.ko[u] != v.ko[n.in[j]] || view))
+        out[n.in[j]] = true;  // (an operand read for its shape only is not a value read)
   }
-  for (std::size_t i = 0; i < s.g.nodes.size(); ++i) st[i] = st[i] && s.written[i];
+  for (std::size_t i = 0; i < size; ++i) out[i] = out[i] && written[i];
   return st;
 }
 template <const auto& S>
@@ -114,13 +132,15 @@ constexpr int role_in(const dims& shape, const dims& space, std::uint32_t axes) 
 }
 
 /// How an operand `x` of a node in kernel k is read: 0 register, 1 constant, 2 scalar, 3 memory.
+constexpr src source_of(sched_view v, int x, int k) {
+  return v.ko[x] == k                 ? src::reg
+         : v.nd[x].o == op::constant  ? src::constant
+         : v.nd[x].shape.rank == 0    ? src::scalar
+                                      : src::mem;
+}
 template <class Sched>
 constexpr src source_of(const Sched& s, int x, int k) {
-  const node& n = s.g.nodes[static_cast<std::size_t>(x)];
-  if (in_kernel(s, x, k)) return src::reg;
-  if (n.o == op::constant) return src::constant;
-  if (n.shape.rank == 0) return src::scalar;
-  return src::mem;
+  return source_of(view_of(s), x, k);
 }
 
 template <std::size_t N, std::size_t NM, std::size_t NS, std::size_t NR, std::size_t NP>
@@ -158,41 +178,43 @@ constexpr kernel_sizes count_kernel(const Sched& s, int k, const bool* stored) {
   const passes::kernel& K = s.kernels[static_cast<std::size_t>(k)];
   const bool row = K.kind == passes::kernel_kind::reduction;
   const dims space = K.space;
+  const sched_view sv = view_of(s);
+  int* av_of = avail.data();
+  int* mem_of = mem_mark.data();
+  int* scalar_of = scalar_mark.data();
   for (std::size_t i = 0; i < n; ++i) {
-    if (!in_kernel(s, static_cast<int>(i), k)) continue;
-    const node& x = s.g.nodes[i];
+    if (sv.ko[i] != k) continue;
+    const node& x = sv.nd[i];
     ++z.nodes;
     if (stored[i]) ++z.mems;
     int av = 0;
-    for (int j = 0; j < x.nin(); ++j) {
-      int in = x.in[static_cast<std::size_t>(j)];
-      if (const int v = viewed_in_kernel(s, in, k); v >= 0) in = v;
-      if (in_kernel(s, in, k)) av = av > avail[static_cast<std::size_t>(in)] ? av : avail[static_cast<std::size_t>(in)];
+    for (int j = 0, nj = x.nin(); j < nj; ++j) {
+      int in = x.in[j];
+      if (sv.ko[in] != k && passes::is_view(sv.nd[in].o))
+        if (const int v = viewed_in_kernel(sv, in, k); v >= 0) in = v;
+      if (sv.ko[in] == k && av < av_of[in]) av = av_of[in];
     }
     if (kind_of(x.o) == op_kind::reduce) {
       ++z.reductions;
       ++av;
       z.stages = z.stages > av ? z.stages : av;
     }
-    avail[i] = av;
+    av_of[i] = av;
     if (x.o == op::matmul) {
       ++z.mems;  // the product
       continue;  // its operands are read by the GEMM, not through memory references
     }
     const bool nokeep = row && kind_of(x.o) != op_kind::reduce && role_in(x.shape, space, K.axes) == static_cast<int>(role::nokeep);
-    for (int j = 0; j < x.nin(); ++j) {
-      const int in = x.in[static_cast<std::size_t>(j)];
-      const src from = source_of(s, in, k);
-      if (from == src::scalar && !scalar_mark[static_cast<std::size_t>(in)]) {
-        scalar_mark[static_cast<std::size_t>(in)] = 1;
+    const int bit = nokeep ? 2 : 1;
+    for (int j = 0, nj = x.nin(); j < nj; ++j) {
+      const int in = x.in[j];
+      const src from = source_of(sv, in, k);
+      if (from == src::scalar && !scalar_of[in]) {
+        scalar_of[in] = 1;
         ++z.scalars;
-      }
-      if (from == src::mem) {
-        const int bit = nokeep ? 2 : 1;
-        if (!(mem_mark[static_cast<std::size_t>(in)] & bit)) {
-          mem_mark[static_cast<std::size_t>(in)] |= bit;
-          ++z.mems;
-        }
+      } else if (from == src::mem && !(mem_of[in] & bit)) {
+        mem_of[in] |= bit;
+        ++z.mems;
       }
     }
   }
@@ -211,36 +233,48 @@ constexpr Info analyse_kernel(const Sched& s, int k, const bool* stored) {
   f.axes = row ? (K.space.rank > 0 ? K.axes : 1u) : 0u;
   f.lanes_reduce = row && (f.axes & (1u << (f.rank - 1)));
   cvec<int> pos(n, -1), mem_full(n, -1), mem_nokeep(n, -1), scalar(n, -1);
-  int np = 0, nm = 0, ns = 0, nr = 0;
-  bool has_f32 = false, has_f64 = false, vec_ok = true;
-  auto note_dtype = [&](dtype d) {
-    if (d == dtype::f32 || d == dtype::bf16) has_f32 = true;
-    else if (d == dtype::f64) has_f64 = true;
-    else if (d != dtype::boolean) vec_ok = false;
-  };
+  int* pos_of = pos.data();
+  int* scalar_of = scalar.data();
+  int np = 0, nm = 0, ns = 0, nr = 0, stages = 0;
+  bool vec_ok = true;
+  std::uint32_t dtypes = 0;  // bit d: a value of dtype d is computed or read
+  // raw pointers into s and f (see sched_view)
+  const sched_view sv = view_of(s);
+  int* f_node = f.node.data();
+  ndesc* f_desc = f.desc.data();
+  nargs* f_args = f.args.data();
+  role* f_where = f.where.data();
+  bool* f_reduction = f.reduction.data();
+  std::array<int, 3>* f_viewed = f.viewed.data();
+  int* f_mem_node = f.mem_node.data();
+  bool* f_mem_nokeep = f.mem_nokeep.data();
+  bool* f_mem_out = f.mem_out.data();
+  int* f_avail = f.avail.data();
   // the kernel's nodes in index order, except that a matmul kernel's product comes first (its
   // epilogue frame starts with it): nodes of lower index in such a kernel are computed from
   // leaves alone (fusion places them with their first reader), so they may follow it
   cvec<int> members;
+  members.reserve(n);
   const bool mm = K.kind == passes::kernel_kind::matmul;
+  if (mm)
+    for (std::size_t i = 0; i < n; ++i)
+      if (sv.ko[i] == k && sv.nd[i].o == op::matmul) members.push_back(static_cast<int>(i));
   for (std::size_t i = 0; i < n; ++i)
-    if (in_kernel(s, static_cast<int>(i), k) && mm && s.g.nodes[i].o == op::matmul) members.push_back(static_cast<int>(i));
-  for (std::size_t i = 0; i < n; ++i)
-    if (in_kernel(s, static_cast<int>(i), k) && !(mm && s.g.nodes[i].o == op::matmul)) members.push_back(static_cast<int>(i));
+    if (sv.ko[i] == k && !(mm && sv.nd[i].o == op::matmul)) members.push_back(static_cast<int>(i));
   for (const int member : members) {
     const auto i = static_cast<std::size_t>(member);
-    const node& x = s.g.nodes[i];
+    const node& x = sv.nd[i];
     const int p = np++;
-    pos[i] = p;
-    f.node[static_cast<std::size_t>(p)] = static_cast<int>(i);
-    ndesc& d = f.desc[static_cast<std::size_t>(p)];
-    nargs& a = f.args[static_cast<std::size_t>(p)];
+    pos_of[i] = p;
+    f_node[p] = static_cast<int>(i);
+    ndesc& d = f_desc[p];
+    nargs& a = f_args[p];
     d.o = x.o;
     d.dt = x.dt;
-    note_dtype(x.dt);
+    dtypes |= 1u << static_cast<int>(x.dt);
     if (x.o == op::concat || x.o == op::iota || is_standalone(x.o)) f.per_node = true;
     const bool red = kind_of(x.o) == op_kind::reduce;
-    f.reduction[static_cast<std::size_t>(p)] = red;
+    f_reduction[p] = red;
     if (red) {
       f.red_pos[static_cast<std::size_t>(nr)] = p;
       a.acc = nr++;
@@ -254,109 +288,119 @@ constexpr Info analyse_kernel(const Sched& s, int k, const bool* stored) {
         r = 0;
       }
     }
-    if (red && (x.axes != K.axes || !(s.g.nodes[static_cast<std::size_t>(x.in[0])].shape == K.space)))
+    if (red && (x.axes != K.axes || !(sv.nd[x.in[0]].shape == K.space)))
       f.per_node = true;  // a reduction over another space (fusion never makes one): node by node
-    f.where[static_cast<std::size_t>(p)] = static_cast<role>(r);
+    f_where[p] = static_cast<role>(r);
     // vector lanes: bool values only as comparison results, where conditions and casts
     if (x.dt == dtype::boolean && !(is_comparison(x.o) || x.o == op::cast)) vec_ok = false;
     if (x.o == op::matmul) continue;  // its operands are read by the GEMM
-    for (int j = 0; j < x.nin(); ++j) {
-      const int in = x.in[static_cast<std::size_t>(j)];
-      const node& y = s.g.nodes[static_cast<std::size_t>(in)];
-      d.idt[static_cast<std::size_t>(j)] = y.dt;
-      note_dtype(y.dt);
+    // the operands' fields are gathered in C arrays and stored once (std::array's operator[]
+    // costs two calls in constant evaluation)
+    // (starting from the fields' defaults: d, a and f_viewed[p] are as f was initialised)
+    dtype idt[3]{};
+    src kind[3]{};
+    int idx[3]{-1, -1, -1};
+    double value[3]{};
+    int viewed[3]{};
+    for (int j = 0, nj = x.nin(); j < nj; ++j) {
+      const int in = x.in[j];
+      const node& y = sv.nd[in];
+      idt[j] = y.dt;
+      dtypes |= 1u << static_cast<int>(y.dt);
       if (y.dt == dtype::boolean && !((x.o == op::where && j == 0) || x.o == op::cast)) vec_ok = false;
-      const src from = source_of(s, in, k);
-      d.kind[static_cast<std::size_t>(j)] = from;
-      f.viewed[static_cast<std::size_t>(p)][static_cast<std::size_t>(j)] = -1;
-      if (const int v = viewed_in_kernel(s, in, k); v >= 0) {
-        // a value of this kernel read through a view: only a row kernel's reduced-space values
-        // are in memory before the rest of the kernel reads them; otherwise run node by node
-        const int q = pos[static_cast<std::size_t>(v)];
-        f.viewed[static_cast<std::size_t>(p)][static_cast<std::size_t>(j)] = q;
-        if (!row || (f.where[static_cast<std::size_t>(q)] == role::full && !f.reduction[static_cast<std::size_t>(q)]))
-          f.per_node = true;
+      const src from = source_of(sv, in, k);
+      kind[j] = from;
+      viewed[j] = -1;
+      if (from != src::reg && passes::is_view(y.o)) {
+        if (const int v = viewed_in_kernel(sv, in, k); v >= 0) {
+          // a value of this kernel read through a view: only a row kernel's reduced-space values
+          // are in memory before the rest of the kernel reads them; otherwise run node by node
+          const int q = pos_of[v];
+          viewed[j] = q;
+          if (!row || (f_where[q] == role::full && !f_reduction[q])) f.per_node = true;
+        }
       }
-      if (row && from == src::reg && r != static_cast<int>(role::full) && !red &&
-          f.where[static_cast<std::size_t>(pos[static_cast<std::size_t>(in)])] == role::full &&
-          !f.reduction[static_cast<std::size_t>(pos[static_cast<std::size_t>(in)])])
+      if (row && from == src::reg && r != static_cast<int>(role::full) && !red && f_where[pos_of[in]] == role::full &&
+          !f_reduction[pos_of[in]])
         f.per_node = true;  // a reduced-space value computed from a full-space one: node by node
-      int idx = -1;
+      int at = -1;
       switch (from) {
-        case src::reg: idx = pos[static_cast<std::size_t>(in)]; break;
-        case src::constant: a.value[static_cast<std::size_t>(j)] = y.value; break;
+        case src::reg: at = pos_of[in]; break;
+        case src::constant: value[j] = y.value; break;
         case src::scalar:
-          if (scalar[static_cast<std::size_t>(in)] < 0) {
-            scalar[static_cast<std::size_t>(in)] = ns;
+          if (scalar_of[in] < 0) {
+            scalar_of[in] = ns;
             f.scalar_node[static_cast<std::size_t>(ns++)] = in;
           }
-          idx = scalar[static_cast<std::size_t>(in)];
+          at = scalar_of[in];
           break;
         case src::mem: {
           const bool nk = r == static_cast<int>(role::nokeep) && !red;
-          cvec<int>& table = nk ? mem_nokeep : mem_full;
-          if (table[static_cast<std::size_t>(in)] < 0) {
-            table[static_cast<std::size_t>(in)] = nm;
-            f.mem_node[static_cast<std::size_t>(nm)] = in;
-            f.mem_nokeep[static_cast<std::size_t>(nm)] = nk;
+          int* table = nk ? mem_nokeep.data() : mem_full.data();
+          if (table[in] < 0) {
+            table[in] = nm;
+            f_mem_node[nm] = in;
+            f_mem_nokeep[nm] = nk;
             ++nm;
           }
-          idx = table[static_cast<std::size_t>(in)];
+          at = table[in];
           break;
         }
         case src::none: break;
       }
-      a.idx[static_cast<std::size_t>(j)] = idx;
+      idx[j] = at;
     }
+    d.idt = {idt[0], idt[1], idt[2]};
+    d.kind = {kind[0], kind[1], kind[2]};
+    a.idx = {idx[0], idx[1], idx[2]};
+    a.value = {value[0], value[1], value[2]};
+    f_viewed[p] = {viewed[0], viewed[1], viewed[2]};
+    // stages: a reduction needs the stages its input depends on to be complete (operands in
+    // this kernel have earlier positions; a matmul's product, read by no operand here, is 0)
+    int av = 0;
+    for (int j = 0; j < 3; ++j) {
+      const int q = kind[j] == src::reg ? idx[j] : kind[j] == src::mem ? viewed[j] : -1;
+      if (q >= 0 && av < f_avail[q]) av = f_avail[q];
+    }
+    if (red) {
+      ++av;
+      stages = stages > av ? stages : av;
+    }
+    f_avail[p] = av;
   }
+  f.stages = stages;
   // destinations, after the operands
   for (int p = 0; p < np; ++p) {
-    const int i = f.node[static_cast<std::size_t>(p)];
-    if (!stored[static_cast<std::size_t>(i)]) continue;
-    f.args[static_cast<std::size_t>(p)].out = nm;
-    f.mem_node[static_cast<std::size_t>(nm)] = i;
-    f.mem_nokeep[static_cast<std::size_t>(nm)] = f.where[static_cast<std::size_t>(p)] == role::nokeep;
-    f.mem_out[static_cast<std::size_t>(nm)] = true;
+    const int i = f_node[p];
+    if (!stored[i]) continue;
+    f_args[p].out = nm;
+    f_mem_node[nm] = i;
+    f_mem_nokeep[nm] = f_where[p] == role::nokeep;
+    f_mem_out[nm] = true;
     ++nm;
   }
   if (K.kind == passes::kernel_kind::matmul) {
     f.c_mem = nm;
     f.args[0].idx[0] = nm;  // the product is loaded through this reference
-    f.mem_node[static_cast<std::size_t>(nm)] = f.node[0];
-    f.mem_out[static_cast<std::size_t>(nm)] = true;
+    f_mem_node[nm] = f_node[0];
+    f_mem_out[nm] = true;
     ++nm;
   }
+  // vector lanes: f32 (and bf16, computed in f32) or f64 values, besides bools; not both
+  const bool has_f32 = dtypes & (1u << static_cast<int>(dtype::f32) | 1u << static_cast<int>(dtype::bf16));
+  const bool has_f64 = dtypes & (1u << static_cast<int>(dtype::f64));
+  if (dtypes & ~(1u << static_cast<int>(dtype::f32) | 1u << static_cast<int>(dtype::bf16) |
+                 1u << static_cast<int>(dtype::f64) | 1u << static_cast<int>(dtype::boolean)))
+    vec_ok = false;
   if (has_f32 && has_f64) vec_ok = false;
   f.lanes = vec_ok && !f.per_node ? (has_f64 ? lane_type::f64 : has_f32 ? lane_type::f32 : lane_type::scalar)
                                   : lane_type::scalar;
 
-  // stages: a reduction needs the stages its input depends on to be complete
-  int stages = 0;
-  for (int p = 0; p < np; ++p) {
-    const ndesc& d = f.desc[static_cast<std::size_t>(p)];
-    int av = 0;
-    for (int j = 0; j < 3; ++j) {
-      int q = -1;
-      if (d.kind[static_cast<std::size_t>(j)] == src::reg) q = f.args[static_cast<std::size_t>(p)].idx[static_cast<std::size_t>(j)];
-      else if (d.kind[static_cast<std::size_t>(j)] == src::mem) q = f.viewed[static_cast<std::size_t>(p)][static_cast<std::size_t>(j)];
-      if (q >= 0) av = av > f.avail[static_cast<std::size_t>(q)] ? av : f.avail[static_cast<std::size_t>(q)];
-    }
-    if (f.reduction[static_cast<std::size_t>(p)]) {
-      ++av;
-      stages = stages > av ? stages : av;
-    }
-    f.avail[static_cast<std::size_t>(p)] = av;
-  }
-  f.stages = stages;
-
   // actions per pass
   if (!row) {
-    for (int p = 0; p < np; ++p) {
-      const bool w = f.args[static_cast<std::size_t>(p)].out >= 0;
-      act a = w ? act::compute_store : act::compute;
-      if (f.desc[static_cast<std::size_t>(p)].o == op::matmul) a = act::load_c;
-      f.action[0][static_cast<std::size_t>(p)] = a;
-    }
+    act* first = f.action[0].data();
+    for (int p = 0; p < np; ++p)
+      first[p] = f_desc[p].o == op::matmul ? act::load_c : f_args[p].out >= 0 ? act::compute_store : act::compute;
     return f;
   }
   // pass 2p: reduced-space nodes of stage p (p = 0 .. stages); pass 2p - 1: sweep p; last: final
@@ -481,9 +525,11 @@ template <class Sched>
 constexpr cvec<dims> symbolic_shapes(const Sched& s) {
   const std::size_t n = s.g.nodes.size();
   cvec<dims> sym(n, dims{});
+  dims* sy = sym.data();
+  const node* nd = s.g.nodes.data();
   for (std::size_t u = 0; u < n; ++u) {
-    const node& x = s.g.nodes[u];
-    auto in = [&](int j) -> const dims& { return sym[static_cast<std::size_t>(x.in[static_cast<std::size_t>(j)])]; };
+    const node& x = nd[u];
+    auto in = [&](int j) -> const dims& { return sy[x.in[j]]; };
     dims r = x.shape;
     auto bcast = [&](const dims& a, const dims& b) {
       dims o;
@@ -500,7 +546,7 @@ constexpr cvec<dims> symbolic_shapes(const Sched& s) {
           if (r.e[i] == dyn) r.e[i] = -2 - (static_cast<index_t>(x.slot) * max_rank + i);
         break;
       case op_kind::unary:
-      case op_kind::cast: r = in(0); break;
+      case op_kind::cast: r = sy[x.in[0]]; break;
       case op_kind::binary: r = bcast(in(0), in(1)); break;
       case op_kind::ternary: r = bcast(bcast(in(0), in(1)), in(2)); break;
       case op_kind::reduce: r = reduce_shape(in(0), x.axes, x.keepdim).shape; break;
@@ -548,7 +594,7 @@ constexpr cvec<dims> symbolic_shapes(const Sched& s) {
         break;
       default: break;  // constants: rank 0
     }
-    sym[u] = r;
+    sy[u] = r;
   }
   return sym;
 }
@@ -559,7 +605,10 @@ constexpr cvec<dims> symbolic_shapes(const Sched& s) {
 /// running node by node.
 template <class Sched>
 constexpr bool certainly_fits(const Sched& s, int k) {
-  const cvec<dims> sym = symbolic_shapes(s);
+  const cvec<dims> sym_shapes = symbolic_shapes(s);
+  const dims* sym = sym_shapes.data();  // raw pointers (see sched_view)
+  const sched_view sv = view_of(s);
+  const std::size_t n = s.g.nodes.size();
   const passes::kernel& K = s.kernels[static_cast<std::size_t>(k)];
   dims space{};
   bool have = false;
@@ -568,12 +617,12 @@ constexpr bool certainly_fits(const Sched& s, int k) {
       if (d.e[i] == unknown) return false;
     return true;
   };
-  for (std::size_t i = 0; i < s.g.nodes.size(); ++i) {
-    if (s.kernel_of[i] != k) continue;
-    const node& x = s.g.nodes[i];
+  for (std::size_t i = 0; i < n; ++i) {
+    if (sv.ko[i] != k) continue;
+    const node& x = sv.nd[i];
     const dims& own = sym[i];
     if (K.kind == passes::kernel_kind::reduction && kind_of(x.o) == op_kind::reduce) {
-      const dims& src = sym[static_cast<std::size_t>(x.in[0])];
+      const dims& src = sym[x.in[0]];
       if (have && !(src == space)) return false;
       space = src;
       have = true;
@@ -581,8 +630,8 @@ constexpr bool certainly_fits(const Sched& s, int k) {
     if (!certain(own)) return false;
   }
   if (K.kind != passes::kernel_kind::reduction) {
-    for (std::size_t i = 0; i < s.g.nodes.size(); ++i) {
-      if (s.kernel_of[i] != k) continue;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (sv.ko[i] != k) continue;
       if (!have) {
         space = sym[i];
         have = true;
@@ -593,9 +642,9 @@ constexpr bool certainly_fits(const Sched& s, int k) {
   }
   if (!certain(space)) return false;
   const dims keep = reduce_shape(space, K.axes, true).shape, nokeep = reduce_shape(space, K.axes, false).shape;
-  for (std::size_t i = 0; i < s.g.nodes.size(); ++i) {
-    if (s.kernel_of[i] != k || kind_of(s.g.nodes[i].o) == op_kind::reduce) continue;
-    const int r = role_in(s.g.nodes[i].shape, K.space, K.axes);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (sv.ko[i] != k || kind_of(sv.nd[i].o) == op_kind::reduce) continue;
+    const int r = role_in(sv.nd[i].shape, K.space, K.axes);
     const dims& want = r == static_cast<int>(role::full) ? space : r == static_cast<int>(role::keep) ? keep : nokeep;
     if (!(sym[i] == want)) return false;
   }
