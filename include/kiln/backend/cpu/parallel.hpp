@@ -6,6 +6,8 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <functional>
@@ -41,7 +43,25 @@ inline bool& in_parallel_region() {
   return inside;
 }
 
+/// Waits until done() holds: spins (yielding the core to any thread that wants it) for up to
+/// `spin`, then returns false if it still does not hold.
+template <class Done>
+bool spin_until(Done&& done, std::chrono::microseconds spin) {
+  const auto until = std::chrono::steady_clock::now() + spin;
+  for (int i = 1;; ++i) {
+    if (done()) return true;
+    if (i % 64 == 0) {
+      if (std::chrono::steady_clock::now() > until) return false;
+      std::this_thread::yield();
+    }
+  }
+}
+
 /// A fixed pool of workers that run one parallel_for at a time, with the calling thread.
+/// Between jobs a worker spins for a while before it sleeps, and the caller spins for the
+/// workers' last chunks before it sleeps: a sleeping thread that is woken up may be placed on
+/// a busy core (the waker's, when the other cores run other programs) and start a scheduler
+/// slice late, which on a shared machine halved the speed of kernels of a millisecond or two.
 class pool {
  public:
   static pool& get() {
@@ -58,25 +78,34 @@ class pool {
     chunks_ = chunks;
     next_ = 0;
     pending_ = chunks;
+    pending_seen_.store(chunks, std::memory_order_relaxed);
     helpers_ = helpers_total_ = threads - 1;
-    ++generation_;
+    generation_seen_.store(++generation_, std::memory_order_release);
     l.unlock();
-    cv_.notify_all();
+    cv_.notify_all();  // the workers that sleep; spinning ones see generation_seen_
     l.lock();
     take(l);
-    done_.wait(l, [&] { return pending_ == 0; });
+    if (pending_ != 0) {
+      l.unlock();
+      spin_until([&] { return pending_seen_.load(std::memory_order_acquire) == 0; }, caller_spin);
+      l.lock();
+      done_.wait(l, [&] { return pending_ == 0; });
+    }
     job_ = nullptr;
   }
   ~pool() {
     {
       std::lock_guard<std::mutex> l(m_);
       stop_ = true;
+      generation_seen_.store(++generation_, std::memory_order_release);
     }
     cv_.notify_all();
     for (auto& t : workers_) t.join();
   }
 
  private:
+  static constexpr std::chrono::microseconds worker_spin{200}, caller_spin{2000};
+
   void grow(int n) {
     while (static_cast<int>(workers_.size()) < n) workers_.emplace_back([this] { loop(); });
   }
@@ -84,6 +113,11 @@ class pool {
     unsigned seen = 0;
     std::unique_lock<std::mutex> l(m_);
     for (;;) {
+      if (!(stop_ || (generation_ != seen && next_ < chunks_))) {
+        l.unlock();
+        spin_until([&] { return generation_seen_.load(std::memory_order_acquire) != seen; }, worker_spin);
+        l.lock();
+      }
       cv_.wait(l, [&] { return stop_ || (generation_ != seen && next_ < chunks_); });
       if (stop_) return;
       seen = generation_;
@@ -101,7 +135,8 @@ class pool {
       l.unlock();
       (*job)(c);
       l.lock();
-      if (--pending_ == 0) done_.notify_one();
+      pending_seen_.store(--pending_, std::memory_order_release);
+      if (pending_ == 0) done_.notify_one();
       if (one_each) break;
     }
   }
@@ -111,6 +146,8 @@ class pool {
   const std::function<void(int)>* job_ = nullptr;
   int chunks_ = 0, next_ = 0, pending_ = 0, helpers_ = 0, helpers_total_ = 0;
   unsigned generation_ = 0;
+  std::atomic<unsigned> generation_seen_{0};  ///< generation_, for spinning workers
+  std::atomic<int> pending_seen_{0};          ///< pending_, for the spinning caller
   bool stop_ = false;
 };
 }  // namespace detail
