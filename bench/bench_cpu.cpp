@@ -6,9 +6,17 @@
 //   bench_cpu [--quick] [--threads=N] [--reps=N] [--min-time=S] [--seed=N] [--stream-mib=N]
 //             [benchmark flags]
 //
-// Benchmarks are named "<workload>/<impl>" and carry the counters bench/report.py reads:
-// amount (bytes or flops one run must move or do), rel_error, tolerance, threads; the label is
-// the rate unit. bench/run.sh builds this, runs it and writes bench/results/cpu.{json,md,png}.
+// Benchmarks are named "<workload>/<impl>/round:<r>" and carry the counters bench/report.py
+// reads: amount (bytes or flops one run must move or do), rel_error, tolerance, threads; the
+// label is the rate unit. bench/run.sh builds this, runs it and writes
+// bench/results/cpu.{json,md,png}.
+//
+// The implementations of a workload are measured in rounds (--reps of them), one measurement
+// of each per round, in an order that rotates from round to round, each after a pause of
+// 100 ms: on a machine whose memory bandwidth drifts by tens of percent within seconds (other
+// work on it or on its host), every implementation then sees the same mix of good and bad
+// moments, and none inherits the spinning threads of the one before (OpenBLAS's spin for tens
+// of milliseconds after a call).
 //
 // Debian's OpenBLAS 0.3.21 picks SSE3 kernels on these Xeons unless OPENBLAS_CORETYPE is set
 // when it loads, which is before main: when it is unset, main sets it from /proc/cpuinfo
@@ -25,6 +33,7 @@
 #include <exception>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench_main.hpp"
@@ -134,27 +143,30 @@ std::unique_ptr<workload> make_workload(const spec& s, unsigned long long seed) 
   return w;
 }
 
-// ---- what is set up, one workload and one runner at a time ----------------------------------
+// ---- what is set up: one workload at a time, and its runners ---------------------------------
 
 options opt;
 std::vector<spec> all_specs;
 std::vector<const impl*> impls;
+
+struct held {
+  const impl* im = nullptr;
+  std::unique_ptr<runner> r;
+  double err = 0;  // of its warm-up run against the eager reference
+};
 
 struct current {
   int spec = -1;
   std::unique_ptr<workload> w;
   double eager_seconds = 0;   // the reference run of kiln eager, reported as its first sample
   bool eager_sample_used = false;
-  const impl* im = nullptr;
-  std::unique_ptr<runner> r;
-  double err = 0;
+  std::vector<held> runners;  // the workload's runners, kept from round to round
   std::unique_ptr<stream_arrays> stream;
 } cur;
 
 workload& use_workload(int s) {
   if (cur.spec == s) return *cur.w;
-  cur.r.reset();  // runners point into the previous workload's buffers
-  cur.im = nullptr;
+  cur.runners.clear();  // runners point into the previous workload's buffers
   cur.w.reset();
   std::fprintf(stderr, "bench_cpu: %s: inputs, then the kiln eager reference ...", all_specs[s].name.c_str());
   cur.w = make_workload(all_specs[s], opt.seed + static_cast<unsigned long long>(s));
@@ -167,21 +179,19 @@ workload& use_workload(int s) {
   std::fprintf(stderr, " %.3f s\n", cur.eager_seconds);
   cur.w->ref = fbuf(cur.w->out_numel);
   std::memcpy(cur.w->ref.data(), eager->out(), static_cast<std::size_t>(cur.w->out_numel) * sizeof(float));
-  cur.r = std::move(eager);
-  cur.im = &kiln_eager_impl;
-  cur.err = 0;
+  cur.runners.push_back({&kiln_eager_impl, std::move(eager), 0.0});
   return *cur.w;
 }
 
-runner& use_runner(int s, const impl& im) {
+held& use_runner(int s, const impl& im) {
   workload& w = use_workload(s);
-  if (cur.im == &im) return *cur.r;
-  cur.r.reset();
-  cur.r = im.make(w, opt.threads);
-  cur.im = &im;
-  cur.r->run();  // warm-up (pages, thread pools, caches); its output is the one checked
-  cur.err = rel_error(cur.r->out(), w.ref.data(), w.out_numel);
-  return *cur.r;
+  for (held& h : cur.runners)
+    if (h.im == &im) return h;
+  held h{&im, im.make(w, opt.threads), 0.0};
+  h.r->run();  // warm-up (pages, thread pools, caches); its output is the one checked
+  h.err = rel_error(h.r->out(), w.ref.data(), w.out_numel);
+  cur.runners.push_back(std::move(h));
+  return cur.runners.back();
 }
 
 // Issue 4's f32 tolerances against the eager backend: 1e-5 pointwise, 1e-4 reductions and GEMMs.
@@ -198,24 +208,25 @@ void set_counters(benchmark::State& st, const spec& s, const impl& im, double er
 // An implementation that throws is reported as an error of its row (report.py lists it) and
 // the suite goes on; runner and workload are rebuilt for the next row.
 void failed(benchmark::State& st, const std::exception& e) {
-  cur.r.reset(), cur.im = nullptr, cur.w.reset(), cur.spec = -1;
+  cur.runners.clear(), cur.w.reset(), cur.spec = -1;
   std::fprintf(stderr, "bench_cpu: error: %s\n", e.what());
   st.SkipWithError(e.what());
 }
 
 void bench_impl(benchmark::State& st, int s, const impl* im) {
-  runner* r = nullptr;
+  held* h = nullptr;
   try {
-    r = &use_runner(s, *im);
+    h = &use_runner(s, *im);
   } catch (const std::exception& e) {
     failed(st, e);
     return;
   }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the machine settles (see the top)
   for (auto _ : st) {
-    r->run();
+    h->r->run();
     benchmark::ClobberMemory();
   }
-  set_counters(st, all_specs[s], *im, cur.err);
+  set_counters(st, all_specs[s], *im, h->err);
 }
 
 // kiln eager is slow (seconds a run): one run per repetition, timed by hand, and its first
@@ -223,7 +234,7 @@ void bench_impl(benchmark::State& st, int s, const impl* im) {
 void bench_eager(benchmark::State& st, int s) {
   runner* r = nullptr;
   try {
-    r = &use_runner(s, kiln_eager_impl);
+    r = use_runner(s, kiln_eager_impl).r.get();
   } catch (const std::exception& e) {
     failed(st, e);
     return;
@@ -300,6 +311,7 @@ int main(int argc, char** argv) {
   register_limits("start");
   for (int s = 0; s < static_cast<int>(all_specs.size()); ++s) {
     const spec& sp = all_specs[s];
+    std::vector<const impl*> measured;
     for (const impl* im : impls) {
       const std::string name = sp.name + "/" + im->name;
       if (const char* why = im->why_not(sp.what)) {
@@ -312,10 +324,18 @@ int main(int argc, char** argv) {
         benchmark::RegisterBenchmark(name.c_str(), bench_eager, s)
             ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(reps);
       } else {
-        benchmark::RegisterBenchmark(name.c_str(), bench_impl, s, im)
-            ->UseRealTime()->Unit(benchmark::kMillisecond)->Repetitions(opt.reps)->MinTime(opt.min_time);
+        measured.push_back(im);
       }
     }
+    // rounds: one measurement of each implementation per round, the order rotated
+    const auto count = static_cast<int>(measured.size());
+    for (int round = 0; round < opt.reps; ++round)
+      for (int q = 0; q < count; ++q) {
+        const impl* im = measured[static_cast<std::size_t>((q + round) % count)];
+        const std::string name = sp.name + "/" + im->name + "/round:" + std::to_string(round);
+        benchmark::RegisterBenchmark(name.c_str(), bench_impl, s, im)
+            ->UseRealTime()->Unit(benchmark::kMillisecond)->Repetitions(1)->MinTime(opt.min_time);
+      }
     register_limits(s + 1 < static_cast<int>(all_specs.size()) ? "after_" + sp.name : "end");
   }
 

@@ -122,3 +122,33 @@ TEST_CASE("epilogue on the reduced space and scalar leaves inside row kernels") 
   constexpr explanation e = explain_type<decltype(X{} * max<1>(X{}, keepdim) - mean<1>(X{}, keepdim))>();
   static_assert(e.kernels == 1, "two reductions of x and their epilogue: one row kernel");
 }
+
+TEST_CASE("row kernels over many rows per thread: strided rows, several reduced axes, -inf and NaN rows") {
+  // the sweeps prefetch the final sweep's destination and (softmax) the thread's next row:
+  // rows of odd lengths, rows that are not adjacent in memory, rows spanning two axes
+  using X = input<"x", f32, shape<dyn, dyn>>;
+  for (index_t len : {1, 15, 17, 1000, 4097}) {
+    INFO("row length " << len);
+    auto x = kt::rand<float, 2>({97, len}, -30, 30);
+    CHECK(kt::cpu_vs_eager(softmax(X{}), {{"x", x}}) <= 1e-5);
+    CHECK(kt::cpu_vs_eager(log_softmax(X{}), {{"x", x}}) <= 1e-5);
+    // every other row, and the transpose (rows are columns of x)
+    tensor<float, 2> strided = x.slice(0, 0, 97, 2);
+    CHECK(kt::cpu_vs_eager(softmax(X{}), {{"x", strided}}) <= 1e-5);
+    CHECK(kt::cpu_vs_eager(softmax<0>(X{}), {{"x", x}}) <= 1e-5);
+  }
+  using Y = input<"y", f32, shape<dyn, dyn, dyn>>;
+  auto y = kt::rand<float, 3>({33, 7, 131}, -5, 5);
+  CHECK(kt::cpu_vs_eager(exp(Y{}) / sum<1, 2>(exp(Y{}), keepdim), {{"y", y}}) <= 1e-5);
+  CHECK(kt::cpu_vs_eager(layer_norm(Y{}, param<"g", f32, shape<dyn, dyn>>{}, param<"b", f32, shape<dyn, dyn>>{}),
+                         {{"y", y}, {"g", kt::rand<float, 2>({7, 131})}, {"b", kt::rand<float, 2>({7, 131})}}) <= 1e-4);
+  // rows of -inf, rows with a NaN or +inf: the same as the eager reference (NaN rows)
+  auto z = kt::rand<float, 2>({40, 1001}, -3e4, 3e4);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (index_t j = 0; j < 1001; ++j) z(3, j) = -inf;
+  z(7, 500) = std::numeric_limits<float>::quiet_NaN();
+  z(11, 0) = inf;
+  z(12, 1000) = -inf;
+  CHECK(kt::cpu_vs_eager(softmax(X{}), {{"x", z}}) <= 1e-5);
+  CHECK(kt::cpu_vs_eager(log_softmax(X{}), {{"x", z}}) <= 1e-5);
+}

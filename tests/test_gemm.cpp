@@ -2,6 +2,7 @@
 // width and the cache blocks, transposed and strided operands, batches with broadcast
 // operands, epilogues (each element once, after its final sum), 1 vs 2 threads bitwise equal,
 // and the double, bf16, int32 and int64 paths.
+#include <atomic>
 #include <doctest/doctest.h>
 #include <kiln/backend/cpu/gemm.hpp>
 
@@ -337,6 +338,49 @@ TEST_CASE("a gemm inside a parallel_for (nested) runs serially and is right") {
                        {c.store.data() + bi * m * n, 0, n, 1});
   });
   CHECK(worst_error(c, product(2, m, n, k, a, b)) <= 1e-4);
+}
+
+TEST_CASE("parallel_for covers [0, n) once, in non-empty contiguous chunks, with any thread count") {
+  for (int threads : {1, 2, 3, 5}) {
+    threads_guard t(threads);
+    for (index_t n : {1, 2, 7, 64, 1000, 100003}) {
+      for (index_t grain : {1, 3, 1000}) {
+        INFO("threads " << threads << ", n " << n << ", grain " << grain);
+        std::vector<std::atomic<int>> seen(static_cast<std::size_t>(n));
+        std::atomic<long> calls{0}, bad{0};
+        cpu::parallel_for(n, grain, [&](index_t b, index_t e) {
+          ++calls;
+          if (!(0 <= b && b < e && e <= n)) ++bad;
+          for (index_t i = b; i < e; ++i) ++seen[static_cast<std::size_t>(i)];
+        });
+        CHECK(bad == 0);
+        bool once = true;
+        for (auto& v : seen) once = once && v == 1;
+        CHECK(once);
+        // at most chunks_per_thread chunks per thread, each of at least `grain` items
+        CHECK(calls <= std::max<long>(1, std::min<long>(long(threads) * cpu::chunks_per_thread, n / grain)));
+      }
+    }
+  }
+}
+
+TEST_CASE("few rows read B in place; a narrow last panel computes only the vectors it needs") {
+  using cfg = cpu::detail::gemm_config<float>;
+  const index_t w = cfg::width, nr = cfg::nr;
+  for (int threads : {1, 2}) {
+    threads_guard t(threads);
+    for (index_t m : {1, 5, 6, 7, 16, 63, 64, 65}) {
+      for (index_t n : {index_t{1}, index_t{10}, w, w + 1, nr - 1, nr, nr + 10, index_t{1000}}) {
+        for (index_t k : {index_t{1}, index_t{7}, cfg::kc + 5}) {
+          if (k > 7 && (n == 1000 || !(m == 7 || m == 65))) continue;  // long k: a few shapes
+          check_product<float>(1, m, n, k, layout::rows, layout::rows);
+          check_product<float>(2, m, n, k, layout::cols, layout::rows, false, true, 3);
+        }
+      }
+    }
+  }
+  check_product<double>(1, 16, 10, 300, layout::rows, layout::rows);
+  check_product<double>(1, 30, 100, 9, layout::rows, layout::rows, false, false, 2);
 }
 
 TEST_CASE("double") {

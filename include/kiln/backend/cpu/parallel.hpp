@@ -1,11 +1,13 @@
 // kiln/backend/cpu/parallel.hpp: the CPU backend's threads. parallel_for splits [0, n) into
-// contiguous chunks, one per thread, and runs them on OpenMP when kiln is built with it
-// (KILN_HAVE_OPENMP, set by the kiln::kiln target when OpenMP is found), else on a small pool of
-// std::threads that lives as long as the program. The thread count is settable and defaults to
+// contiguous chunks, a few per thread, that threads take as they come free; they run on OpenMP
+// when kiln is built with it (KILN_HAVE_OPENMP, set by the kiln::kiln target when OpenMP is
+// found), else on a small pool of std::threads that lives as long as the program. The thread count is settable and defaults to
 // all cores (std::thread::hardware_concurrency, or KILN_NUM_THREADS from the environment).
 #pragma once
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <functional>
@@ -41,40 +43,69 @@ inline bool& in_parallel_region() {
   return inside;
 }
 
-/// A fixed pool of workers that run one parallel_for at a time; the calling thread runs chunk 0.
+/// Waits until done() holds: spins (yielding the core to any thread that wants it) for up to
+/// `spin`, then returns false if it still does not hold.
+template <class Done>
+bool spin_until(Done&& done, std::chrono::microseconds spin) {
+  const auto until = std::chrono::steady_clock::now() + spin;
+  for (int i = 1;; ++i) {
+    if (done()) return true;
+    if (i % 64 == 0) {
+      if (std::chrono::steady_clock::now() > until) return false;
+      std::this_thread::yield();
+    }
+  }
+}
+
+/// A fixed pool of workers that run one parallel_for at a time, with the calling thread.
+/// Between jobs a worker spins for a while before it sleeps, and the caller spins for the
+/// workers' last chunks before it sleeps: a sleeping thread that is woken up may be placed on
+/// a busy core (the waker's, when the other cores run other programs) and start a scheduler
+/// slice late, which on a shared machine halved the speed of kernels of a millisecond or two.
 class pool {
  public:
   static pool& get() {
     static pool p;
     return p;
   }
-  void run(int chunks, const std::function<void(int)>& fn) {
+  /// Runs fn(0) ... fn(chunks - 1) on the calling thread and threads - 1 workers, each taking
+  /// the next chunk when it is done with one (chunks == threads: exactly one each).
+  void run(int chunks, int threads, const std::function<void(int)>& fn) {
     std::unique_lock<std::mutex> call(call_mutex_);  // one parallel region at a time
-    grow(chunks - 1);
-    {
-      std::lock_guard<std::mutex> l(m_);
-      job_ = &fn;
-      chunks_ = chunks;
-      next_ = 1;
-      pending_ = chunks - 1;
-      ++generation_;
-    }
-    cv_.notify_all();
-    fn(0);
+    grow(threads - 1);
     std::unique_lock<std::mutex> l(m_);
-    done_.wait(l, [&] { return pending_ == 0; });
+    job_ = &fn;
+    chunks_ = chunks;
+    next_ = 0;
+    pending_ = chunks;
+    pending_seen_.store(chunks, std::memory_order_relaxed);
+    helpers_ = helpers_total_ = threads - 1;
+    generation_seen_.store(++generation_, std::memory_order_release);
+    l.unlock();
+    cv_.notify_all();  // the workers that sleep; spinning ones see generation_seen_
+    l.lock();
+    take(l);
+    if (pending_ != 0) {
+      l.unlock();
+      spin_until([&] { return pending_seen_.load(std::memory_order_acquire) == 0; }, caller_spin);
+      l.lock();
+      done_.wait(l, [&] { return pending_ == 0; });
+    }
     job_ = nullptr;
   }
   ~pool() {
     {
       std::lock_guard<std::mutex> l(m_);
       stop_ = true;
+      generation_seen_.store(++generation_, std::memory_order_release);
     }
     cv_.notify_all();
     for (auto& t : workers_) t.join();
   }
 
  private:
+  static constexpr std::chrono::microseconds worker_spin{200}, caller_spin{2000};
+
   void grow(int n) {
     while (static_cast<int>(workers_.size()) < n) workers_.emplace_back([this] { loop(); });
   }
@@ -82,25 +113,41 @@ class pool {
     unsigned seen = 0;
     std::unique_lock<std::mutex> l(m_);
     for (;;) {
+      if (!(stop_ || (generation_ != seen && next_ < chunks_))) {
+        l.unlock();
+        spin_until([&] { return generation_seen_.load(std::memory_order_acquire) != seen; }, worker_spin);
+        l.lock();
+      }
       cv_.wait(l, [&] { return stop_ || (generation_ != seen && next_ < chunks_); });
       if (stop_) return;
       seen = generation_;
-      while (next_ < chunks_) {
-        const int c = next_++;
-        const std::function<void(int)>* job = job_;
-        l.unlock();
-        (*job)(c);
-        l.lock();
-        if (--pending_ == 0) done_.notify_one();
-      }
+      if (helpers_ == 0) continue;  // a pool grown for more threads than this region uses
+      --helpers_;
+      take(l);
+    }
+  }
+  /// Runs chunks of the current job until none is left (l is held on entry and exit).
+  void take(std::unique_lock<std::mutex>& l) {
+    const bool one_each = chunks_ == helpers_total_ + 1;
+    while (next_ < chunks_) {
+      const int c = next_++;
+      const std::function<void(int)>* job = job_;
+      l.unlock();
+      (*job)(c);
+      l.lock();
+      pending_seen_.store(--pending_, std::memory_order_release);
+      if (pending_ == 0) done_.notify_one();
+      if (one_each) break;
     }
   }
   std::mutex call_mutex_, m_;
   std::condition_variable cv_, done_;
   std::vector<std::thread> workers_;
   const std::function<void(int)>* job_ = nullptr;
-  int chunks_ = 0, next_ = 0, pending_ = 0;
+  int chunks_ = 0, next_ = 0, pending_ = 0, helpers_ = 0, helpers_total_ = 0;
   unsigned generation_ = 0;
+  std::atomic<unsigned> generation_seen_{0};  ///< generation_, for spinning workers
+  std::atomic<int> pending_seen_{0};          ///< pending_, for the spinning caller
   bool stop_ = false;
 };
 }  // namespace detail
@@ -114,19 +161,27 @@ inline int set_num_threads(int n) {
   return old;
 }
 
+/// Chunks per thread of a parallel_for with enough work for them: threads take the next
+/// chunk when done with one, so a thread that another process delays (a shared machine) or
+/// that meets slower memory holds up the others by one chunk at most, not by half the work.
+inline constexpr int chunks_per_thread = 8;
+
 /// Calls fn(begin, end) on contiguous chunks that cover [0, n), in parallel when there are at
-/// least 2 * grain items and more than one thread. Chunks are as equal as possible; each call
-/// sees a non-empty range. fn must not throw.
+/// least 2 * grain items and more than one thread: up to per_thread chunks per thread (each
+/// of at least `grain` items), as equal as possible, taken in order by whichever thread is
+/// free; with per_thread = 1, one chunk for each thread. Each call sees a non-empty range. fn
+/// must not throw.
 template <class F>
-void parallel_for(index_t n, index_t grain, F&& fn) {
+void parallel_for(index_t n, index_t grain, F&& fn, int per_thread = chunks_per_thread) {
   if (n <= 0) return;
   if (grain < 1) grain = 1;
   const index_t by_grain = n / grain;
-  const int chunks = static_cast<int>(std::min<index_t>(num_threads(), by_grain > 1 ? by_grain : 1));
-  if (chunks <= 1 || detail::in_parallel_region()) {
+  const int threads = static_cast<int>(std::min<index_t>(num_threads(), by_grain > 1 ? by_grain : 1));
+  if (threads <= 1 || detail::in_parallel_region()) {
     fn(index_t{0}, n);
     return;
   }
+  const int chunks = static_cast<int>(std::min<index_t>(index_t{threads} * std::max(1, per_thread), by_grain));
   auto chunk = [&](int c) {
     const index_t b = n * c / chunks, e = n * (c + 1) / chunks;
     if (b >= e) return;
@@ -135,11 +190,16 @@ void parallel_for(index_t n, index_t grain, F&& fn) {
     detail::in_parallel_region() = false;
   };
 #if defined(KILN_HAVE_OPENMP) && defined(_OPENMP)
-#pragma omp parallel for num_threads(chunks) schedule(static, 1)
-  for (int c = 0; c < chunks; ++c) chunk(c);
+  if (chunks == threads) {
+#pragma omp parallel for num_threads(threads) schedule(static, 1)
+    for (int c = 0; c < chunks; ++c) chunk(c);
+  } else {
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+    for (int c = 0; c < chunks; ++c) chunk(c);
+  }
 #else
   const std::function<void(int)> job = chunk;
-  detail::pool::get().run(chunks, job);
+  detail::pool::get().run(chunks, threads, job);
 #endif
 }
 
