@@ -88,12 +88,20 @@ def measure(cxx, src_path, timeout):
         err = m.group(2)[:160] if m else 'failed'
     return {'ok': p.returncode == 0, 'error': err, 'seconds': seconds, 'peak_mb': round(kb / 1024)}
 
-def min_steps(src):
-    """Smallest -fconstexpr-steps with which clang accepts src (within 2%)."""
-    lo, hi = 1000, 8_000_000
+def min_steps(src, guess=None):
+    """Smallest -fconstexpr-steps with which clang accepts src (within 2%), or None above 16M.
+    A guess (the previous size's count scaled) brackets the search, so that a large program
+    takes a few clang runs instead of a dozen."""
     def ok(steps):
         cmd = ['clang++', '-std=c++20', '-fsyntax-only', f'-fconstexpr-steps={steps}', f'-I{INCLUDE}', src]
         return subprocess.run(cmd, capture_output=True).returncode == 0
+    lo, hi = 1000, 16_000_000
+    if guess:
+        lo, hi = max(1000, int(guess * 0.85)), int(guess * 1.2)
+        while hi < 16_000_000 and not ok(hi):
+            lo, hi = hi, hi * 2
+        while lo > 1000 and ok(lo):
+            hi, lo = lo, lo // 2
     if not ok(hi):
         return None
     while hi - lo > hi // 50:
@@ -118,13 +126,19 @@ def main():
     INCLUDE = a.include or INCLUDE
     sizes = [int(s) for s in a.sizes.split(',')]
     rows = []
+    last_steps, last_n = {}, {}  # per shape: the last size's step count (to guess the next)
     with tempfile.TemporaryDirectory() as tmp:
         for shape in a.shapes.split(','):
             for n in sizes:
                 src = os.path.join(tmp, f'{shape}{n}.cpp')
                 with open(src, 'w') as f:
                     f.write(SOURCES[shape](n))
-                steps = min_steps(src) if a.steps else None
+                steps = None
+                if a.steps:
+                    guess = last_steps[shape] * n // last_n[shape] if shape in last_steps else None
+                    steps = min_steps(src, guess)
+                    if steps:
+                        last_steps[shape], last_n[shape] = steps, n
                 for cxx in a.compilers.split(','):
                     r = measure(cxx, src, a.timeout)
                     r.update({'workload': f'{shape}-{n}', 'shape': shape, 'n': n, 'compiler': cxx})

@@ -25,7 +25,7 @@ inline auto deep() { return steps<100>(steps<100>(steps<100>(steps<100>(steps<10
 using Deep = decltype(deep());
 
 /// Defined in test_ids_other.cpp: Deep's type name there, Deep evaluated there (with the eager
-/// backend: a fused kernel of 1200 nodes is a long compile), and the size of its plan there.
+/// backend), and the size of its plan there.
 std::string deep_type_name_elsewhere();
 kiln::any_tensor eval_deep_elsewhere(const kiln::any_tensor& x, const kiln::any_tensor& y);
 std::size_t deep_plan_nodes_elsewhere();

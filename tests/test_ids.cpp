@@ -131,12 +131,25 @@ TEST_CASE("ids: a 600-step chain is planned and evaluates as written, here and i
   const auto x = kt::random<float, 2>({3, 8}, -2, 2), y = kt::random<float, 2>({3, 8}, 0.5, 1.5);
   const tensor<float, 2> got = eval(ids::deep(), {{"x", x}, {"y", y}}, eager::backend);
   const tensor<float, 2> there(ids::eval_deep_elsewhere(x.any(), y.any()));
-  // the whole pipeline runs on it (one kernel of 1200 nodes), the same in both units
-  static_assert(plan<ids::Deep>::schedule.kernels.size() == 1);
-  CHECK(plan<ids::Deep>::schedule.g.nodes.size() == ids::deep_plan_nodes_elsewhere());
+  // the whole pipeline runs on it, the same in both units: 1200 pointwise nodes, in kernels of
+  // at most passes::max_kernel_nodes (256) each, so five
+  constexpr const auto& s = plan<ids::Deep>::schedule;
+  static_assert(s.kernels.size() == 5);
+  static_assert([] {
+    int total = 0;
+    for (const auto& k : plan<ids::Deep>::schedule.kernels) {
+      if (k.nodes > passes::max_kernel_nodes) return false;
+      total += k.nodes;
+    }
+    return total == 2 * ids::deep_steps;
+  }());
+  CHECK(s.g.nodes.size() == ids::deep_plan_nodes_elsewhere());
+  // and the CPU backend runs the five kernels
+  const tensor<float, 2> fused = eval(ids::deep(), {{"x", x}, {"y", y}});
   for (index_t i = 0; i < x.numel(); ++i) {
     CHECK(kt::close(got.data()[i], deep_reference(x.data()[i], y.data()[i], ids::deep_steps), 1e-4, 1e-5));
     CHECK(got.data()[i] == there.data()[i]);
+    CHECK(kt::close(fused.data()[i], got.data()[i], 1e-4, 1e-5));
   }
 }
 

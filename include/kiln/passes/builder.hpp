@@ -64,7 +64,7 @@ struct builder {
   /// Swaps the last two axes.
   constexpr int transpose(int x) {
     const int r = at(x).shape.rank;
-    if (r < 2) return x;  // (never asked for; keeps p[r - 2] in bounds for the compiler too)
+    if (r < 2 || r > max_rank) return x;  // (never asked for; keeps p[] in bounds for the compiler too)
     node n = make(op::permute, at(x).dt, dims{});
     std::int8_t p[max_rank]{};
     for (int i = 0; i < r; ++i) p[i] = static_cast<std::int8_t>(i);

@@ -19,6 +19,10 @@
 // only ever reads earlier kernels, which rules out cycles without a search (deferred nodes are
 // what lets `decay * w` still reach the gradient's kernel). Each kernel records its iteration
 // space, the buffers it reads and writes, and their sizes in bytes.
+// A kernel takes at most max_kernel_nodes pointwise nodes by joining or deferral (like
+// TorchInductor's max_fusion_size): a backend emits each kernel as one function, and a
+// compiler's optimiser is superlinear in a function's size (g++ -O2 on a 2,400-node kernel:
+// minutes in its inlining heuristics). A longer chain or a wider tree becomes several kernels.
 #pragma once
 
 #include <cstdint>
@@ -104,6 +108,9 @@ constexpr bool is_view(op o) {
   return o == op::reshape || o == op::permute || o == op::slice || o == op::broadcast || o == op::numel;
 }
 
+/// The most pointwise nodes fusion puts in one kernel (see above).
+inline constexpr int max_kernel_nodes = 256;
+
 namespace detail {
 
 /// What fusion needs to know of an op, read from one table (computed from the catalogue): in
@@ -133,6 +140,7 @@ struct fuser {
   cvec<char> backward;          // per kernel: whether it holds a node of a derivative (phase != 0)
   cvec<char> closed;            // per kernel: a standalone op's own kernel, which nothing joins
   cvec<int> seen;               // per node: the walk of deferred_deps that last visited it
+  cvec<int> tree;               // per deferred node: nodes in its deferred tree (shared ones counted per use)
   int stamp = 0;
   // raw views of g's nodes and of kernel_of, set by run(): indexing them costs no call in
   // constant evaluation, where each call and statement is a step
@@ -188,6 +196,7 @@ struct fuser {
   constexpr bool fits(int kernel_index, const node& n) const {
     if (closed[static_cast<std::size_t>(kernel_index)]) return false;
     const kernel& k = kernels[static_cast<std::size_t>(kernel_index)];
+    if (k.nodes >= max_kernel_nodes) return false;
     switch (k.kind) {
       case kernel_kind::pointwise:
       case kernel_kind::matmul: return n.shape == k.space;
@@ -279,6 +288,7 @@ struct fuser {
     nd = g.nodes.data();
     ko = kernel_of.data();
     seen.assign(g.nodes.size(), 0);
+    tree.assign(g.nodes.size(), 0);
     const std::size_t size = g.nodes.size();
     for (std::size_t idx = 0; idx < size; ++idx) {
       const int i = static_cast<int>(idx);
@@ -319,6 +329,22 @@ struct fuser {
           free = free && (inline_[j] || deps[j] == no_kernel ||
                           (deriv && deps[j] >= 0 && !backward[static_cast<std::size_t>(deps[j])] &&
                            kernels[static_cast<std::size_t>(deps[j])].kind != kernel_kind::reduction));
+        if (free) {  // a deferred tree grows to max_kernel_nodes: then its operands get kernels
+          int nodes = 1;
+          for (int j = 0; j < count; ++j)
+            if (inline_[j]) nodes += tree[static_cast<std::size_t>(n.in[j])];
+          if (nodes > max_kernel_nodes) {
+            for (int j = 0; j < count; ++j)
+              if (inline_[j]) {
+                materialize(n.in[j]);
+                inline_[j] = false;
+                join[j] = deps[j] = ko[n.in[j]];
+              }
+            free = false;
+          } else {
+            tree[idx] = nodes;
+          }
+        }
         if (free && deriv) {
           bool reads_forward = false;  // else it is leaves alone, handled as any other
           for (int j = 0; j < count; ++j) reads_forward = reads_forward || deps[j] >= 0;
@@ -454,7 +480,7 @@ struct fuser {
 /// The fusion pass, first half: kernels in execution order and each node's kernel (`written`
 /// all 0, kernels' reads and writes not counted yet: see account()).
 constexpr fused_graph group(const graph& g) {
-  detail::fuser f{g, {}, {}, {}, {}, {}, {}, {}, 0};
+  detail::fuser f{g, {}, {}, {}, {}, {}, {}, {}, {}, 0};
   f.run();
   // renumber kernels in execution order
   const cvec<int> order = f.order();
