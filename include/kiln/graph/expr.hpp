@@ -288,6 +288,20 @@ struct id : leaf_base<NT, NS> {
   static constexpr dims shape = rec(reg::key<H>{}).n.shape;
   static constexpr node make() { return rec(reg::key<H>{}).n; }
 };
+/// Writes the operands' leaf data one after another into `to` (sized for all of them).
+/// std::copy: a memmove for scalars, not an unrolled loop.
+template <class Data, class... K>
+constexpr void append_leaf_data(Data& to, const K&... k) {
+  std::size_t t = 0, s = 0;
+  auto append = [&](const auto& kid) {
+    std::copy(kid.data.tensors.begin(), kid.data.tensors.end(), to.tensors.begin() + t);
+    std::copy(kid.data.scalars.begin(), kid.data.scalars.end(), to.scalars.begin() + s);
+    t += kid.data.tensors.size();
+    s += kid.data.scalars.size();
+  };
+  (append(k), ...);
+}
+
 
 /// Builds node R from its operands (R's operand types are ids or leaves): registers R's record
 /// now, while its operands' records exist, so tracing never recurses through the expression,
@@ -300,14 +314,7 @@ constexpr auto build(const K&... k) {  // `auto`: g++ instantiates the body (and
   if constexpr (sizeof...(K) == 1) {
     ((r.data = k.data), ...);  // one operand: the same leaf data, copied whole
   } else {
-    std::size_t t = 0, s = 0;
-    auto append = [&](const auto& kid) {  // std::copy: a memmove for scalars, not an unrolled loop
-      std::copy(kid.data.tensors.begin(), kid.data.tensors.end(), r.data.tensors.begin() + t);
-      std::copy(kid.data.scalars.begin(), kid.data.scalars.end(), r.data.scalars.begin() + s);
-      t += kid.data.tensors.size();
-      s += kid.data.scalars.size();
-    };
-    (append(k), ...);
+    append_leaf_data(r.data, k...);
   }
   return r;
 }
@@ -319,14 +326,7 @@ template <class R, class... K>
 constexpr auto build_root(const K&... k) {
   static_assert(record_of<R>::value.tree_nodes > 0);
   R r{};
-  std::size_t t = 0, s = 0;
-  auto append = [&](const auto& kid) {
-    std::copy(kid.data.tensors.begin(), kid.data.tensors.end(), r.data.tensors.begin() + t);
-    std::copy(kid.data.scalars.begin(), kid.data.scalars.end(), r.data.scalars.begin() + s);
-    t += kid.data.tensors.size();
-    s += kid.data.scalars.size();
-  };
-  (append(k), ...);
+  append_leaf_data(r.data, k...);
   return r;
 }
 
