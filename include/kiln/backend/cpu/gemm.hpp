@@ -39,6 +39,7 @@
 
 #include "../../core/config.hpp"
 #include "../../core/dtype.hpp"
+#include "fma.hpp"
 #include "parallel.hpp"
 
 namespace kiln::cpu {
@@ -205,18 +206,6 @@ template <class Arch, class T, class U>
 void pack_b_edge(const T* b, index_t rs, index_t cs, index_t kc, index_t cols, index_t width, U* out) {
   for (index_t p = 0; p < kc; ++p, out += width)
     for (index_t j = 0; j < width; ++j) out[j] = j < cols ? static_cast<U>(b[p * rs + j * cs]) : U(0);
-}
-
-// a * b + c rounded once. xsimd 8.1 has no AVX-512 fma (it falls back to a * b + c through two
-// intrinsics): g++ contracts those into an FMA, clang does not and runs at half speed.
-template <class V> inline V fmadd(const V& a, const V& b, const V& c) {
-#if defined(__AVX512F__)
-  if constexpr (std::is_base_of_v<xsimd::avx512f, typename V::arch_type>) {
-    if constexpr (std::is_same_v<typename V::value_type, float>) return V(_mm512_fmadd_ps(a, b, c));
-    else return V(_mm512_fmadd_pd(a, b, c));
-  }
-#endif
-  return xsimd::fma(a, b, c);
 }
 
 // ---- micro-kernels -------------------------------------------------------------------------------

@@ -23,6 +23,7 @@
 #include "../../core/dtype.hpp"
 #include "../../core/tensor.hpp"
 #include "../../graph/ops.hpp"
+#include "fma.hpp"
 
 namespace kiln::cpu::simd {
 
@@ -83,7 +84,7 @@ template <class T, class A>
 xsimd::batch<T, A> pow(const xsimd::batch<T, A>& a, const xsimd::batch<T, A>& b) { return xsimd::pow(a, b); }
 template <class T, class A>
 xsimd::batch<T, A> fma(const xsimd::batch<T, A>& a, const xsimd::batch<T, A>& b, const xsimd::batch<T, A>& c) {
-  return xsimd::fma(a, b, c);
+  return fmadd(a, b, c);
 }
 template <class T, class A>
 xsimd::batch<T, A> copysign(const xsimd::batch<T, A>& a, const xsimd::batch<T, A>& b) { return xsimd::copysign(a, b); }
