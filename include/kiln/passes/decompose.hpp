@@ -54,10 +54,12 @@ struct decomposer {
     const dtype t = b.at(x).dt;
     return b.div(ss, b.sub(b.numel(x, axes, t), c(correction, t)));
   }
-  constexpr int softmax(int x, int axis) {  // exp(x - max) / sum(exp(x - max))
+  // exp(x - max) * reciprocal(sum(exp(x - max))): one division per row, not per element (as ATen's
+  // CPU softmax does; at most an ulp from the quotient, well inside f32 tolerances)
+  constexpr int softmax(int x, int axis) {
     const std::uint32_t a = 1u << axis;
     const int e = b.unary(op::exp, b.sub(x, b.reduce(op::amax, x, a, true)));
-    return b.div(e, b.reduce(op::sum, e, a, true));
+    return b.mul(e, b.unary(op::reciprocal, b.reduce(op::sum, e, a, true)));
   }
   constexpr int log_softmax(int x, int axis) {  // (x - max) - log(sum(exp(x - max)))
     const std::uint32_t a = 1u << axis;

@@ -36,8 +36,12 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdint>
+#include <cstdlib>
 #include <exception>
+#include <limits>
 #include <mutex>
+#include <stdexcept>
 #include <utility>
 
 #include "analysis.hpp"
@@ -166,42 +170,66 @@ simd::value_t<M, D> scalar_of(const sval& s) {
   else return simd::value_t<M, D>(static_cast<std::conditional_t<D == dtype::boolean, bool, typename M::elem>>(c));
 }
 
-template <class M, dtype D, src K, class R, class F>
-[[gnu::always_inline]] inline simd::value_t<M, D> fetch(R& r, const F& f, index_t j, int cnt, int idx, double v) {
-  if constexpr (K == src::reg) return r.template at<D>(idx);
-  else if constexpr (K == src::constant) return constant_of<M, D>(v);
-  else if constexpr (K == src::scalar) return scalar_of<M, D>(f.sv[static_cast<std::size_t>(idx)]);
-  else {
-    const auto m = static_cast<std::size_t>(idx);
+/// Whether values of dtype D are vectors of M's lanes stored as they are (not bool, not bf16).
+template <class M, dtype D>
+inline constexpr bool direct_lanes = false;
+template <class C, dtype D>
+inline constexpr bool direct_lanes<simd::vec<C>, D> = D != dtype::boolean && std::is_same_v<storage_t<D>, C>;
+
+/// Loads of a step. Fast: a whole vector (cnt is the width) and every reference of the kernel
+/// either contiguous or broadcast (stride 0) along the innermost axis, which the loops check
+/// once per segment or row: no lane count or stride arithmetic left in the loop.
+template <class M, dtype D, bool Fast, class F>
+[[gnu::always_inline]] inline simd::value_t<M, D> load_at(const F& f, std::size_t m, index_t j, int cnt) {
+  using S = storage_t<D>;
+  if constexpr (Fast && direct_lanes<M, D>) {
+    if (f.is[m] == 0) return typename M::real(*reinterpret_cast<const S*>(f.p[m]));
+    return M::real::load_unaligned(reinterpret_cast<const S*>(f.p[m]) + j);
+  } else {
     return simd::load<M, D>(f.p[m] + j * f.is[m], f.is[m], cnt);
   }
 }
 
-template <class M, dtype D, class F, class V>
+template <class M, dtype D, src K, bool Fast = false, class R, class F>
+[[gnu::always_inline]] inline simd::value_t<M, D> fetch(R& r, const F& f, index_t j, int cnt, int idx, double v) {
+  if constexpr (K == src::reg) return r.template at<D>(idx);
+  else if constexpr (K == src::constant) return constant_of<M, D>(v);
+  else if constexpr (K == src::scalar) return scalar_of<M, D>(f.sv[static_cast<std::size_t>(idx)]);
+  else return load_at<M, D, Fast>(f, static_cast<std::size_t>(idx), j, cnt);
+}
+
+template <class M, dtype D, bool Fast = false, class F, class V>
 [[gnu::always_inline]] inline void store_at(const F& f, int idx, index_t j, int cnt, const V& v) {
   const auto m = static_cast<std::size_t>(idx);
+  using S = storage_t<D>;
+  if constexpr (Fast && direct_lanes<M, D>) {
+    if (f.is[m] != 0) {
+      v.store_unaligned(reinterpret_cast<S*>(f.p[m]) + j);
+      return;
+    }
+  }
   simd::store<M, D>(f.p[m] + j * f.is[m], f.is[m], cnt, v);
 }
 
 /// The value of a pointwise node.
-template <class M, ndesc D, class R, class F>
+template <class M, ndesc D, bool Fast = false, class R, class F>
 [[gnu::always_inline]] inline simd::value_t<M, D.dt> compute(R& r, const F& f, index_t j, int cnt, const nargs& a) {
   constexpr op_kind k = kind_of(D.o);
   if constexpr (k == op_kind::unary) {
-    return simd::rounded<D.dt>(simd::unary<D.o>(fetch<M, D.idt[0], D.kind[0]>(r, f, j, cnt, a.idx[0], a.value[0])));
+    return simd::rounded<D.dt>(simd::unary<D.o>(fetch<M, D.idt[0], D.kind[0], Fast>(r, f, j, cnt, a.idx[0], a.value[0])));
   } else if constexpr (k == op_kind::binary) {
-    const auto x = fetch<M, D.idt[0], D.kind[0]>(r, f, j, cnt, a.idx[0], a.value[0]);
-    const auto y = fetch<M, D.idt[1], D.kind[1]>(r, f, j, cnt, a.idx[1], a.value[1]);
+    const auto x = fetch<M, D.idt[0], D.kind[0], Fast>(r, f, j, cnt, a.idx[0], a.value[0]);
+    const auto y = fetch<M, D.idt[1], D.kind[1], Fast>(r, f, j, cnt, a.idx[1], a.value[1]);
     if constexpr (is_comparison(D.o)) return simd::compare<D.o>(x, y);
     else return simd::rounded<D.dt>(simd::binary<D.o>(x, y));
   } else if constexpr (k == op_kind::ternary) {
-    const auto c = fetch<M, D.idt[0], D.kind[0]>(r, f, j, cnt, a.idx[0], a.value[0]);
-    const auto x = fetch<M, D.idt[1], D.kind[1]>(r, f, j, cnt, a.idx[1], a.value[1]);
-    const auto y = fetch<M, D.idt[2], D.kind[2]>(r, f, j, cnt, a.idx[2], a.value[2]);
+    const auto c = fetch<M, D.idt[0], D.kind[0], Fast>(r, f, j, cnt, a.idx[0], a.value[0]);
+    const auto x = fetch<M, D.idt[1], D.kind[1], Fast>(r, f, j, cnt, a.idx[1], a.value[1]);
+    const auto y = fetch<M, D.idt[2], D.kind[2], Fast>(r, f, j, cnt, a.idx[2], a.value[2]);
     if constexpr (std::is_same_v<M, simd::scalar>) return c ? x : y;
     else return xsimd::select(c, x, y);
   } else if constexpr (k == op_kind::cast) {
-    return simd::cast<M, D.idt[0], D.dt>(fetch<M, D.idt[0], D.kind[0]>(r, f, j, cnt, a.idx[0], a.value[0]));
+    return simd::cast<M, D.idt[0], D.dt>(fetch<M, D.idt[0], D.kind[0], Fast>(r, f, j, cnt, a.idx[0], a.value[0]));
   } else {
     static_assert(k == op_kind::unary, "kiln: cpu: this op cannot be computed inside a fused kernel");
   }
@@ -257,17 +285,10 @@ template <class M, op O, dtype D, bool LanesReduce, class A, class V>
       if constexpr (std::is_same_v<C, double>) {
         acc.s0[k] += v;
       } else {
-        constexpr int H = static_cast<int>(xsimd::batch<double>::size);
-        static_assert(2 * H == W, "kiln: cpu: a float vector must hold two double vectors");
-        alignas(64) float t[W];
-        v.store_aligned(t);
-        alignas(64) double lo[H], hi[H];
-        for (int l = 0; l < H; ++l) {
-          lo[l] = t[l];
-          hi[l] = t[H + l];
-        }
-        acc.s0[k] += xsimd::batch<double>::load_aligned(lo);
-        acc.s1[k] += xsimd::batch<double>::load_aligned(hi);
+        xsimd::batch<double> lo, hi;
+        simd::widen(v, lo, hi);
+        acc.s0[k] += lo;
+        acc.s1[k] += hi;
       }
     } else {
       acc.m[k] = O == op::amax ? xsimd::max(acc.m[k], v) : xsimd::min(acc.m[k], v);
@@ -325,31 +346,30 @@ template <class M, op O, dtype D, bool LanesReduce, class A>
 
 // ---- one node, one step ----------------------------------------------------------------------
 
-template <class M, ndesc D, act X, bool LanesReduce, class R, class A, class F>
+template <class M, ndesc D, act X, bool LanesReduce, bool Fast, class R, class A, class F>
 [[gnu::always_inline]] inline void node_step(R& r, A& acc, const F& f, index_t j, int cnt, int self, const nargs a) {
   if constexpr (X == act::none) {
     (void)r, (void)acc, (void)f, (void)j, (void)cnt, (void)self, (void)a;
   } else if constexpr (X == act::load_c) {
-    const auto m = static_cast<std::size_t>(a.idx[0]);
-    r.template at<D.dt>(self) = simd::load<M, D.dt>(f.p[m] + j * f.is[m], f.is[m], cnt);
+    r.template at<D.dt>(self) = load_at<M, D.dt, Fast>(f, static_cast<std::size_t>(a.idx[0]), j, cnt);
   } else if constexpr (X == act::store) {
-    store_at<M, D.dt>(f, a.out, j, cnt, r.template at<D.dt>(self));
+    store_at<M, D.dt, Fast>(f, a.out, j, cnt, r.template at<D.dt>(self));
   } else if constexpr (X == act::compute_cache || X == act::load_cache || X == act::load_cache_store) {
     using C = typename M::elem;
     C* at = reinterpret_cast<C*>(f.cache) + a.cache * f.cache_stride + f.cache_off + j;
     auto& v = r.template at<D.dt>(self);
     if constexpr (X == act::compute_cache) {
-      v = compute<M, D>(r, f, j, cnt, a);
+      v = compute<M, D, Fast>(r, f, j, cnt, a);
       v.store_unaligned(at);  // a partial vector spills into the next part, written after this
     } else {
       v = M::real::load_unaligned(at);
-      if constexpr (X == act::load_cache_store) store_at<M, D.dt>(f, a.out, j, cnt, v);
+      if constexpr (X == act::load_cache_store) store_at<M, D.dt, Fast>(f, a.out, j, cnt, v);
     }
   } else if constexpr (X == act::accumulate) {
-    acc_add<M, D.o, D.dt, LanesReduce>(acc, a.acc, fetch<M, D.idt[0], D.kind[0]>(r, f, j, cnt, a.idx[0], a.value[0]), cnt);
+    acc_add<M, D.o, D.dt, LanesReduce>(acc, a.acc, fetch<M, D.idt[0], D.kind[0], Fast>(r, f, j, cnt, a.idx[0], a.value[0]), cnt);
   } else {
-    r.template at<D.dt>(self) = compute<M, D>(r, f, j, cnt, a);
-    if constexpr (X == act::compute_store) store_at<M, D.dt>(f, a.out, j, cnt, r.template at<D.dt>(self));
+    r.template at<D.dt>(self) = compute<M, D, Fast>(r, f, j, cnt, a);
+    if constexpr (X == act::compute_store) store_at<M, D.dt, Fast>(f, a.out, j, cnt, r.template at<D.dt>(self));
   }
 }
 
@@ -454,7 +474,7 @@ void single_pointwise(state& st, int x) {
       for (int d = 0; d < out.shape.rank; ++d) off += idx[d] * strides[j].e[d];
       f.p[j] = base[j] + off;
     }
-    node_step<M, D, act::compute_store, false>(r, acc, f, 0, 1, 0, a);
+    node_step<M, D, act::compute_store, false, false>(r, acc, f, 0, 1, 0, a);
   });
 }
 
@@ -881,14 +901,51 @@ struct kernel_code {
     }(std::make_integer_sequence<int, (Count + 127) / 128>{});
   }
 
-  template <int P, int... J>
+  template <int P, bool Fast, int... J>
   [[gnu::always_inline]] static void step(R& r, A& acc, const F& f, index_t j, int cnt, std::integer_sequence<int, J...>) {
-    (node_step<M, I.desc[J], I.action[P][J], LR>(r, acc, f, j, cnt, J, I.args[J]), ...);
+    (node_step<M, I.desc[J], I.action[P][J], LR, Fast>(r, acc, f, j, cnt, J, I.args[J]), ...);
   }
   /// One step of pass P at element j of the innermost axis (cnt lanes).
-  template <int P>
+  template <int P, bool Fast = false>
   [[gnu::always_inline]] static void step(R& r, A& acc, const F& f, index_t j, int cnt) {
-    chunked<N>([&](auto seq) KILN_INLINE { step<P>(r, acc, f, j, cnt, seq); });
+    chunked<N>([&](auto seq) KILN_INLINE { step<P, Fast>(r, acc, f, j, cnt, seq); });
+  }
+  /// Bytes per element of each memory reference.
+  static constexpr auto mem_size = [] {
+    std::array<index_t, static_cast<std::size_t>(NM)> z{};
+    for (int m = 0; m < NM; ++m)
+      z[static_cast<std::size_t>(m)] =
+          static_cast<index_t>(size_of(S.g.nodes[static_cast<std::size_t>(I.mem_node[static_cast<std::size_t>(m)])].dt));
+    return z;
+  }();
+  /// Whether every reference is contiguous or broadcast along the innermost axis, so that whole
+  /// vectors can take the fast steps (vector kernels only).
+  static bool fast_strides(const F& f) {
+    if constexpr (std::is_same_v<M, simd::scalar>) {
+      return false;
+    } else {
+      for (int m = 0; m < NM; ++m) {
+        const auto i = static_cast<std::size_t>(m);
+        if (f.is[i] != 0 && f.is[i] != mem_size[i]) return false;
+      }
+      return true;
+    }
+  }
+  /// Steps of pass P over [j0, j1): whole vectors on the fast path where the strides allow it,
+  /// then the partial last vector. Before(j) runs before each whole vector's step (prefetches).
+  template <int P, class Before>
+  [[gnu::always_inline]] static void steps(R& r, A& acc, const F& f, index_t j0, index_t j1, bool fast, Before&& before) {
+    index_t j = j0;
+    if (fast) {
+      for (; j + W <= j1; j += W) {
+        before(j);
+        step<P, true>(r, acc, f, j, W);
+      }
+    }
+    for (; j < j1; j += W) {
+      before(j);
+      step<P>(r, acc, f, j, static_cast<int>(std::min<index_t>(W, j1 - j)));
+    }
   }
   /// Row kernels: the memory references the final sweep stores full-space values through
   /// (-1 past the end). The sweep before it prefetches their lines for writing, so that the
@@ -969,7 +1026,7 @@ struct kernel_code {
     }
     R r;
     A acc;
-    for (index_t j = j0; j < j1; j += W) step<0>(r, acc, f, j, static_cast<int>(std::min<index_t>(W, j1 - j)));
+    steps<0>(r, acc, f, j0, j1, fast_strides(f), [](index_t) KILN_INLINE {});
   }
 
   /// Row kernels: every pass over one row (or one block of columns).
@@ -998,6 +1055,8 @@ struct kernel_code {
       f.cache = reinterpret_cast<std::byte*>(cache.data());
       f.cache_stride = stride;
     }
+    at(nullptr);
+    const bool fast = fast_strides(f);  // the innermost strides are the same for every row part
     // a sweep: every position of the reduced axes (but the innermost when lanes run along it)
     auto sweep = [&]<int P>() KILN_INLINE {
       index_t off[NM]{}, idx[max_rank]{};
@@ -1016,16 +1075,14 @@ struct kernel_code {
           constexpr bool pf = P == 2 * I.stages - 1 && n_final_outs > 0;
           constexpr bool pn = P == 2 * I.stages - 1 && n_row_ins > 0 && I.cached > 0;
           if (pn && knext) {
-            for (index_t j = 0; j < len; j += W) {
+            steps<P>(r, acc, f, 0, len, fast, [&](index_t j) KILN_INLINE {
               if constexpr (pf) prefetch_outs(f, j);
               if constexpr (pn) prefetch_next(f, delta, j);
-              step<P>(r, acc, f, j, static_cast<int>(std::min<index_t>(W, len - j)));
-            }
+            });
           } else {
-            for (index_t j = 0; j < len; j += W) {
+            steps<P>(r, acc, f, 0, len, fast, [&](index_t j) KILN_INLINE {
               if constexpr (pf) prefetch_outs(f, j);
-              step<P>(r, acc, f, j, static_cast<int>(std::min<index_t>(W, len - j)));
-            }
+            });
           }
           f.cache_off += len;
         } else {
@@ -1082,7 +1139,7 @@ struct kernel_code {
     f.is[static_cast<std::size_t>(I.c_mem)] = static_cast<index_t>(sizeof(T));
     R r;
     A acc;
-    for (index_t j = 0; j < count; j += W) step<0>(r, acc, f, j, static_cast<int>(std::min<index_t>(W, count - j)));
+    steps<0>(r, acc, f, 0, count, fast_strides(f), [](index_t) KILN_INLINE {});
   }
 
   static void matmul(state& st, const dims& space, memref* mr, const F& proto) {
@@ -1158,3 +1215,4 @@ struct kernel_code {
 };
 
 }  // namespace kiln::cpu::detail
+

@@ -73,24 +73,24 @@ template <class T> requires std::is_floating_point_v<T> T copysign(T a, T b) { r
 template <class T> requires std::is_floating_point_v<T> bool isnan(T x) { return std::isnan(x); }
 template <class T> T select(bool c, T a, T b) { return c ? a : b; }
 
-template <class T, class A> xsimd::batch<T, A> exp(const xsimd::batch<T, A>& x) { return xsimd::exp(x); }
-template <class T, class A> xsimd::batch<T, A> log(const xsimd::batch<T, A>& x) { return xsimd::log(x); }
-template <class T, class A> xsimd::batch<T, A> sqrt(const xsimd::batch<T, A>& x) { return xsimd::sqrt(x); }
-template <class T, class A> xsimd::batch<T, A> tanh(const xsimd::batch<T, A>& x) { return xsimd::tanh(x); }
-template <class T, class A> xsimd::batch<T, A> sin(const xsimd::batch<T, A>& x) { return xsimd::sin(x); }
-template <class T, class A> xsimd::batch<T, A> cos(const xsimd::batch<T, A>& x) { return xsimd::cos(x); }
-template <class T, class A> xsimd::batch<T, A> abs(const xsimd::batch<T, A>& x) { return xsimd::abs(x); }
+template <class T, class A> [[gnu::always_inline]] inline xsimd::batch<T, A> exp(const xsimd::batch<T, A>& x) { return xsimd::exp(x); }
+template <class T, class A> [[gnu::always_inline]] inline xsimd::batch<T, A> log(const xsimd::batch<T, A>& x) { return xsimd::log(x); }
+template <class T, class A> [[gnu::always_inline]] inline xsimd::batch<T, A> sqrt(const xsimd::batch<T, A>& x) { return xsimd::sqrt(x); }
+template <class T, class A> [[gnu::always_inline]] inline xsimd::batch<T, A> tanh(const xsimd::batch<T, A>& x) { return xsimd::tanh(x); }
+template <class T, class A> [[gnu::always_inline]] inline xsimd::batch<T, A> sin(const xsimd::batch<T, A>& x) { return xsimd::sin(x); }
+template <class T, class A> [[gnu::always_inline]] inline xsimd::batch<T, A> cos(const xsimd::batch<T, A>& x) { return xsimd::cos(x); }
+template <class T, class A> [[gnu::always_inline]] inline xsimd::batch<T, A> abs(const xsimd::batch<T, A>& x) { return xsimd::abs(x); }
 template <class T, class A>
-xsimd::batch<T, A> pow(const xsimd::batch<T, A>& a, const xsimd::batch<T, A>& b) { return xsimd::pow(a, b); }
+[[gnu::always_inline]] inline xsimd::batch<T, A> pow(const xsimd::batch<T, A>& a, const xsimd::batch<T, A>& b) { return xsimd::pow(a, b); }
 template <class T, class A>
-xsimd::batch<T, A> fma(const xsimd::batch<T, A>& a, const xsimd::batch<T, A>& b, const xsimd::batch<T, A>& c) {
+[[gnu::always_inline]] inline xsimd::batch<T, A> fma(const xsimd::batch<T, A>& a, const xsimd::batch<T, A>& b, const xsimd::batch<T, A>& c) {
   return fmadd(a, b, c);
 }
 template <class T, class A>
-xsimd::batch<T, A> copysign(const xsimd::batch<T, A>& a, const xsimd::batch<T, A>& b) { return xsimd::copysign(a, b); }
-template <class T, class A> xsimd::batch_bool<T, A> isnan(const xsimd::batch<T, A>& x) { return xsimd::isnan(x); }
+[[gnu::always_inline]] inline xsimd::batch<T, A> copysign(const xsimd::batch<T, A>& a, const xsimd::batch<T, A>& b) { return xsimd::copysign(a, b); }
+template <class T, class A> [[gnu::always_inline]] inline xsimd::batch_bool<T, A> isnan(const xsimd::batch<T, A>& x) { return xsimd::isnan(x); }
 template <class T, class A>
-xsimd::batch<T, A> select(const xsimd::batch_bool<T, A>& c, const xsimd::batch<T, A>& a, const xsimd::batch<T, A>& b) {
+[[gnu::always_inline]] inline xsimd::batch<T, A> select(const xsimd::batch_bool<T, A>& c, const xsimd::batch<T, A>& a, const xsimd::batch<T, A>& b) {
   return xsimd::select(c, a, b);
 }
 
@@ -103,7 +103,7 @@ xsimd::batch<T, A> select(const xsimd::batch_bool<T, A>& c, const xsimd::batch<T
 /// twice as fast as xsimd::erf (10 FMAs and a division, no exp). NaN stays NaN, erf(+-inf) =
 /// +-1. tests/test_cpu_unary.cpp sweeps it (every float with --no-skip).
 template <class V>
-V erf_f32(const V& a) {
+[[gnu::always_inline]] inline V erf_f32(const V& a) {
   const V lim(3.92f), one(1.0f);
   const V ta = fn::abs(a);
   const V t = fn::select(lim < ta, lim, ta);  // NaN is kept: the comparison is false
@@ -123,7 +123,7 @@ template <class T> requires std::is_floating_point_v<T> T erf(T x) {
   else return std::erf(x);
 }
 template <class T, class A>
-xsimd::batch<T, A> erf(const xsimd::batch<T, A>& x) {
+[[gnu::always_inline]] inline xsimd::batch<T, A> erf(const xsimd::batch<T, A>& x) {
   if constexpr (std::is_same_v<T, double>) {
     // xsimd's double erf is off by up to 7e-15 relative (near 2.2), which gelu's 1 + erf
     // magnifies past 1e-13 for x < -3; the C library's is within an ulp
@@ -175,7 +175,7 @@ T integer_pow(T base, T e) {
 /// A unary primitive (and the high-level unary ops, which the eager backend also runs). V is a
 /// float batch or a scalar of the node's compute type.
 template <op O, class V>
-V unary(const V& x) {
+[[gnu::always_inline]] inline V unary(const V& x) {
   constexpr bool integral = std::is_integral_v<V>;
   if constexpr (O == op::neg) {
     if constexpr (integral) return wrapping<V>(0, x, [](auto a, auto b) { return a - b; });
@@ -209,7 +209,7 @@ V unary(const V& x) {
 
 /// A binary arithmetic primitive (not a comparison).
 template <op O, class V>
-V binary(const V& a, const V& b) {
+[[gnu::always_inline]] inline V binary(const V& a, const V& b) {
   if constexpr (std::is_same_v<V, bool>) {
     static_assert(O == op::max || O == op::min, "kiln: cpu: bool arithmetic other than max/min");
     if constexpr (O == op::max) return a || b;
@@ -278,10 +278,28 @@ V rounded(const V& v) {
 
 // ---- memory ---------------------------------------------------------------------------------
 
-/// Loads `count` (<= width) elements of dtype D from p with a stride of `stride` bytes; lanes
-/// past count are zero. A contiguous full load is one vector load; stride 0 broadcasts.
+/// load's general case, out of line: lanes one by one (strided, partial or converted).
 template <class M, dtype D>
-value_t<M, D> load(const std::byte* p, index_t stride, int count) {
+[[gnu::noinline]] value_t<M, D> load_lanes(const std::byte* p, index_t stride, int count) {
+  using S = storage_t<D>;
+  constexpr int W = M::width;
+  using C = typename M::elem;
+  if constexpr (D == dtype::boolean) {
+    bool b[W]{};
+    for (int l = 0; l < count; ++l) b[l] = *reinterpret_cast<const bool*>(p + l * stride);
+    return xsimd::batch_bool<C>::load_unaligned(b);
+  } else {
+    alignas(64) C t[W]{};
+    for (int l = 0; l < count; ++l) t[l] = static_cast<C>(*reinterpret_cast<const S*>(p + l * stride));
+    return M::real::load_aligned(t);
+  }
+}
+
+/// Loads `count` (<= width) elements of dtype D from p with a stride of `stride` bytes; lanes
+/// past count are zero. A contiguous full load is one vector load; stride 0 broadcasts. The
+/// common cases are inlined into the kernel's loop, the rest is a call.
+template <class M, dtype D>
+[[gnu::always_inline]] inline value_t<M, D> load(const std::byte* p, index_t stride, int count) {
   using S = storage_t<D>;
   if constexpr (std::is_same_v<M, scalar>) {
     (void)stride;
@@ -290,28 +308,40 @@ value_t<M, D> load(const std::byte* p, index_t stride, int count) {
     std::memcpy(&s, p, sizeof(S));
     return static_cast<compute_t<D>>(s);
   } else {
-    constexpr int W = M::width;
     using C = typename M::elem;
-    if constexpr (D == dtype::boolean) {
-      bool b[W]{};
-      for (int l = 0; l < count; ++l) b[l] = *reinterpret_cast<const bool*>(p + l * stride);
-      return xsimd::batch_bool<C>::load_unaligned(b);
-    } else {
-      using real = typename M::real;
-      if (stride == 0) return real(static_cast<C>(*reinterpret_cast<const S*>(p)));
+    if constexpr (D != dtype::boolean) {
+      if (stride == 0) return typename M::real(static_cast<C>(*reinterpret_cast<const S*>(p)));
       if constexpr (std::is_same_v<S, C>)
-        if (count == W && stride == static_cast<index_t>(sizeof(S))) return real::load_unaligned(reinterpret_cast<const C*>(p));
-      alignas(64) C t[W]{};
-      for (int l = 0; l < count; ++l) t[l] = static_cast<C>(*reinterpret_cast<const S*>(p + l * stride));
-      return real::load_aligned(t);
+        if (count == M::width && stride == static_cast<index_t>(sizeof(S)))
+          return M::real::load_unaligned(reinterpret_cast<const C*>(p));
     }
+    return load_lanes<M, D>(p, stride, count);
+  }
+}
+
+/// store's general case, out of line: lanes one by one.
+template <class M, dtype D>
+[[gnu::noinline]] void store_lanes(std::byte* p, index_t stride, int count, const value_t<M, D>& v) {
+  using S = storage_t<D>;
+  constexpr int W = M::width;
+  using C = typename M::elem;
+  if (stride == 0) count = 1;
+  if constexpr (D == dtype::boolean) {
+    bool b[W];
+    v.store_unaligned(b);
+    for (int l = 0; l < count; ++l) *reinterpret_cast<bool*>(p + l * stride) = b[l];
+  } else {
+    alignas(64) C t[W];
+    v.store_aligned(t);
+    for (int l = 0; l < count; ++l) *reinterpret_cast<S*>(p + l * stride) = S(t[l]);
   }
 }
 
 /// Stores the first `count` lanes of v (dtype D) at p with a stride of `stride` bytes; a stride
-/// of 0 stores lane 0 once (a value that is the same for every lane).
+/// of 0 stores lane 0 once (a value that is the same for every lane). A contiguous full store
+/// is one vector store, inlined; the rest is a call.
 template <class M, dtype D>
-void store(std::byte* p, index_t stride, int count, const value_t<M, D>& v) {
+[[gnu::always_inline]] inline void store(std::byte* p, index_t stride, int count, const value_t<M, D>& v) {
   using S = storage_t<D>;
   if constexpr (std::is_same_v<M, scalar>) {
     (void)stride;
@@ -319,24 +349,14 @@ void store(std::byte* p, index_t stride, int count, const value_t<M, D>& v) {
     const S s = S(v);
     std::memcpy(p, &s, sizeof(S));
   } else {
-    constexpr int W = M::width;
     using C = typename M::elem;
-    if (stride == 0) count = 1;
-    if constexpr (D == dtype::boolean) {
-      bool b[W];
-      v.store_unaligned(b);
-      for (int l = 0; l < count; ++l) *reinterpret_cast<bool*>(p + l * stride) = b[l];
-    } else {
-      if constexpr (std::is_same_v<S, C>) {
-        if (count == W && stride == static_cast<index_t>(sizeof(S))) {
-          v.store_unaligned(reinterpret_cast<C*>(p));
-          return;
-        }
+    if constexpr (D != dtype::boolean && std::is_same_v<S, C>) {
+      if (count == M::width && stride == static_cast<index_t>(sizeof(S))) {
+        v.store_unaligned(reinterpret_cast<C*>(p));
+        return;
       }
-      alignas(64) C t[W];
-      v.store_aligned(t);
-      for (int l = 0; l < count; ++l) *reinterpret_cast<S*>(p + l * stride) = S(t[l]);
     }
+    store_lanes<M, D>(p, stride, count, v);
   }
 }
 
@@ -348,6 +368,56 @@ auto first_lanes(int count) {
   for (int l = 0; l < M::width; ++l) idx[l] = static_cast<C>(l);
   using real = typename M::real;
   return real::load_aligned(idx) < real(static_cast<C>(count));
+}
+
+/// The lanes of a float vector as two double vectors, the low half and the high half: one
+/// conversion instruction each where the instruction set has one (a float sum accumulates in
+/// double lanes; through memory, lane by lane, this cost softmax a third of its time).
+template <class A>
+void widen(const xsimd::batch<float, A>& v, xsimd::batch<double, A>& lo, xsimd::batch<double, A>& hi) {
+  static_assert(2 * xsimd::batch<double, A>::size == xsimd::batch<float, A>::size);
+#if defined(__AVX512F__)
+  if constexpr (std::is_base_of_v<xsimd::avx512f, A>) {
+    const __m512 x = v;
+    lo = _mm512_cvtps_pd(_mm512_castps512_ps256(x));
+    hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
+    return;
+  }
+#endif
+#if defined(__AVX__)
+  if constexpr (std::is_base_of_v<xsimd::avx, A>) {
+    const __m256 x = v;
+    lo = _mm256_cvtps_pd(_mm256_castps256_ps128(x));
+    hi = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
+    return;
+  }
+#endif
+#if defined(__SSE2__)
+  if constexpr (std::is_base_of_v<xsimd::sse2, A>) {
+    const __m128 x = v;
+    lo = _mm_cvtps_pd(x);
+    hi = _mm_cvtps_pd(_mm_movehl_ps(x, x));
+    return;
+  }
+#endif
+#if defined(__aarch64__)
+  if constexpr (std::is_base_of_v<xsimd::neon64, A>) {
+    const float32x4_t x = v;
+    lo = vcvt_f64_f32(vget_low_f32(x));
+    hi = vcvt_high_f64_f32(x);
+    return;
+  }
+#endif
+  constexpr int H = static_cast<int>(xsimd::batch<double, A>::size);
+  alignas(64) float t[2 * H];
+  v.store_aligned(t);
+  alignas(64) double l[H], h[H];
+  for (int i = 0; i < H; ++i) {
+    l[i] = t[i];
+    h[i] = t[H + i];
+  }
+  lo = xsimd::batch<double, A>::load_aligned(l);
+  hi = xsimd::batch<double, A>::load_aligned(h);
 }
 
 }  // namespace kiln::cpu::simd
