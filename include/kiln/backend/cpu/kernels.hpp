@@ -14,7 +14,10 @@
 // Operands in memory are strided references over the iteration space (`memref`: a base and a
 // byte stride per axis): a contiguous innermost axis loads a vector, a broadcast one (stride 0)
 // a scalar, anything else gathers lane by lane; the last vector of a row is a partial one, so
-// every element goes through the same code whatever the thread split.
+// every element goes through the same code whatever the thread split. Where every reference of
+// a segment or row is contiguous or broadcast along the innermost axis (checked once), whole
+// vectors take a fast step with no lane count or stride arithmetic; only the rest (other
+// strides, the partial vector, bf16 and bool) goes through the general loads and stores.
 //
 //   pointwise: the space, axes merged where every reference allows it, split into rows and
 //              chunks of rows over threads;
