@@ -39,12 +39,8 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <cstdint>
-#include <cstdlib>
 #include <exception>
-#include <limits>
 #include <mutex>
-#include <stdexcept>
 #include <utility>
 
 #include "analysis.hpp"
