@@ -18,6 +18,7 @@
 // a segment or row is contiguous or broadcast along the innermost axis (checked once), whole
 // vectors take a fast step with no lane count or stride arithmetic; only the rest (other
 // strides, the partial vector, bf16 and bool) goes through the general loads and stores.
+// Kernels of more than 64 nodes have no fast step (see fast_step_nodes: build time).
 //
 //   pointwise: the space, axes merged where every reference allows it, split into rows and
 //              chunks of rows over threads;
