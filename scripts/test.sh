@@ -22,6 +22,6 @@ cmake -S . -B "$dir" -DCMAKE_CXX_COMPILER="$cxx" -DKILN_SANITIZE="$sanitize" -DC
 cmake --build "$dir" -j "$(nproc)"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-# KILN_CTEST_ARGS: more ctest arguments (CI's sanitizer stage leaves out the training runs)
+# KILN_CTEST_ARGS: more ctest arguments (CI's sanitizer stage leaves out some tests: .ci/run)
 read -r -a ctest_args <<< "${KILN_CTEST_ARGS:-}"
 ctest --test-dir "$dir" --output-on-failure -j "$(nproc)" "${ctest_args[@]}"

@@ -924,10 +924,11 @@ struct kernel_code {
   /// ASan+UBSan (-O1) 197 s against 75 s, most of it in points-to analysis, which grows faster
   /// than the function it analyses.
   static constexpr int fast_step_nodes = 64;
+  static constexpr bool has_fast_step = !std::is_same_v<M, simd::scalar> && N <= fast_step_nodes;
   /// Whether every reference is contiguous or broadcast along the innermost axis, so that whole
-  /// vectors can take the fast steps (vector kernels of at most fast_step_nodes nodes).
+  /// vectors can take the fast steps (kernels that have one).
   static bool fast_strides(const F& f) {
-    if constexpr (std::is_same_v<M, simd::scalar> || N > fast_step_nodes) {
+    if constexpr (!has_fast_step) {
       return false;
     } else {
       for (int m = 0; m < NM; ++m) {
@@ -942,7 +943,7 @@ struct kernel_code {
   template <int P, class Before>
   [[gnu::always_inline]] static void steps(R& r, A& acc, const F& f, index_t j0, index_t j1, bool fast, Before&& before) {
     index_t j = j0;
-    if constexpr (N <= fast_step_nodes) {
+    if constexpr (has_fast_step) {
       if (fast) {
         for (; j + W <= j1; j += W) {
           before(j);
