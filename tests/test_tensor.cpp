@@ -1,6 +1,8 @@
 // Owning tensors, 64-byte alignment, element access, views that share storage, copies.
 #include "support.hpp"
 
+#include <bit>
+#include <cmath>
 #include <cstdint>
 
 using namespace kiln;
@@ -129,6 +131,28 @@ TEST_CASE("copy_from converts dtypes and handles overlapping views") {
   CHECK(a(2) == 1);
   CHECK(a(4) == 3);
   CHECK_THROWS_AS(a.any().copy_from(d.any().slice(0, 0, 2)), shape_error);
+}
+
+TEST_CASE("clone and same-dtype copies keep every bit pattern, signalling NaNs included") {
+  // All 65536 bf16 patterns: the conversion path would quiet the 127 signalling NaNs of each sign.
+  tensor<bfloat16, 1> h({65536});
+  for (int i = 0; i < 65536; ++i) h(i) = bfloat16::from_bits(static_cast<std::uint16_t>(i));
+  const tensor<bfloat16, 1> hc = h.clone();
+  tensor<bfloat16, 1> hs({65536});
+  hs.any().copy_from(h.any());
+  int differ = 0;
+  for (int i = 0; i < 65536; ++i) differ += hc(i).bits != h(i).bits || hs(i).bits != h(i).bits;
+  CHECK(differ == 0);
+  // f32 and f64 signalling NaNs with a payload.
+  tensor<float, 1> f({2}, {std::bit_cast<float>(0x7f800001u), std::bit_cast<float>(0xffa00005u)});
+  tensor<double, 1> d({1}, {std::bit_cast<double>(0x7ff0000000000007ull)});
+  CHECK(std::bit_cast<std::uint32_t>(f.clone()(0)) == 0x7f800001u);
+  CHECK(std::bit_cast<std::uint32_t>(f.clone()(1)) == 0xffa00005u);
+  CHECK(std::bit_cast<std::uint64_t>(d.clone()(0)) == 0x7ff0000000000007ull);
+  // A conversion still rounds: a bf16 NaN read as f32 and back is a quiet NaN.
+  tensor<float, 1> wide({1});
+  wide.any().copy_from(h.slice(0, 0x7f81, 0x7f82).any());
+  CHECK(std::isnan(wide(0)));
 }
 
 TEST_CASE("typed wrappers check dtype and rank of erased tensors") {

@@ -190,7 +190,8 @@ class any_tensor {
   any_tensor contiguous() const { return is_contiguous() ? *this : clone(); }
 
   /// Copies src's elements into this tensor's elements (through both views' strides),
-  /// converting the dtype. Shapes must be equal. Safe when src and *this overlap.
+  /// converting the dtype (same dtype: the bits as they are, so a bf16 signalling NaN stays
+  /// one). Shapes must be equal. Safe when src and *this overlap.
   void copy_from(const any_tensor& src) const {
     if (!(src.shape_ == shape_)) throw shape_error("assign", shape_, src.shape_, "differ");
     const bool same_view = src.bytes() == bytes() && src.strides_ == strides_;
@@ -200,7 +201,8 @@ class any_tensor {
         auto* out = reinterpret_cast<storage_t<D>*>(bytes());
         const auto* in = reinterpret_cast<const storage_t<S>*>(s.bytes());
         for_each_index(shape_, [&](const index_t* idx) {
-          out[offset_of(idx)] = convert<D>(in[s.offset_of(idx)]);
+          if constexpr (D == S) out[offset_of(idx)] = in[s.offset_of(idx)];  // bits as they are
+          else out[offset_of(idx)] = convert<D>(in[s.offset_of(idx)]);
         });
       });
     });
