@@ -157,6 +157,49 @@ TEST_CASE("a pointwise chain is one kernel, run fused, and errors come from the 
                        "kiln: add: shapes [3, 64] and [5] cannot be broadcast together", shape_error);
 }
 
+TEST_CASE("non-temporal stores (stream_threshold) change no result: aligned, unaligned, several outputs") {
+  CHECK(cpu::stream_threshold() > 0);  // the last-level cache by default
+  using X = input<"x", f32, shape<dyn, dyn>>;
+  using Y = input<"y", f64, shape<dyn>>;
+  auto x = kt::rand<float, 2>({37, 1031});
+  auto y = kt::rand<double, 1>({40003});
+  const auto ex = gelu(X{} * 1.5f + 0.25f);
+  const auto two = outputs(exp(X{}) - X{}, X{} * X{});
+  // a threshold of 0 streams every kernel with a contiguous result (1 and 3 threads too)
+  const std::int64_t old = cpu::set_stream_threshold(0);
+  cpu::stats() = {};
+  CHECK(kt::cpu_vs_eager(ex, {{"x", x}}) <= 1e-5);
+  CHECK(kt::cpu_vs_eager(two, {{"x", x}}) <= 1e-6);
+  CHECK(kt::cpu_vs_eager(tanh(Y{}) * 3.0 + Y{}, {{"y", y}}) <= 1e-14);
+  // every kernel (all pointwise, with contiguous results), each run with 2, 1 and 3 threads
+  constexpr std::size_t kernels = plan<decltype(ex)>::schedule.kernels.size() +
+                                  plan<decltype(two)>::schedule.kernels.size() +
+                                  plan<decltype(tanh(Y{}) * 3.0 + Y{})>::schedule.kernels.size();
+  static_assert(kernels >= 3);
+  CHECK(cpu::stats().streamed == static_cast<long>(3 * kernels));
+  const auto s_ex = cpu::run_schedule<plan<decltype(ex)>::schedule>(kt::leaves_of(ex, {{"x", x}}));
+  const auto s_two = cpu::run_schedule<plan<decltype(two)>::schedule>(kt::leaves_of(two, {{"x", x}}));
+  // into a destination whose rows start at every alignment (1031 floats apart, one in): the
+  // vectors that are not aligned for a streaming store take ordinary stores
+  tensor<float, 2> dst({37, 1033});
+  for (index_t i = 0; i < dst.numel(); ++i) dst.data()[i] = -7;
+  dst.slice(1, 1, 1032) = gelu(x * 1.5f + 0.25f);
+  const std::int64_t huge = std::int64_t{1} << 62;
+  cpu::set_stream_threshold(huge);  // none
+  cpu::stats() = {};
+  const auto n_ex = cpu::run_schedule<plan<decltype(ex)>::schedule>(kt::leaves_of(ex, {{"x", x}}));
+  const auto n_two = cpu::run_schedule<plan<decltype(two)>::schedule>(kt::leaves_of(two, {{"x", x}}));
+  CHECK(cpu::stats().streamed == 0);
+  CHECK(cpu::set_stream_threshold(old) == huge);
+  CHECK(kt::same_bits(s_ex[0], n_ex[0]));
+  CHECK(kt::same_bits(s_two[0], n_two[0]));
+  CHECK(kt::same_bits(s_two[1], n_two[1]));
+  CHECK(kt::same_bits(dst.slice(1, 1, 1032).any(), n_ex[0]));
+  int outside = 0;
+  for (index_t i = 0; i < 37; ++i) outside += (dst(i, 0) != -7) + (dst(i, 1032) != -7);
+  CHECK(outside == 0);
+}
+
 TEST_CASE("dynamic extents that differ at run time: the kernel runs node by node") {
   // all extents of bound tensors are dynamic: exp(b) and b + a share a kernel by their static
   // shapes, though b broadcasts at run time

@@ -356,7 +356,10 @@ template <class M, dtype D>
         return;
       }
     }
-    store_lanes<M, D>(p, stride, count, v);
+    // a copy, so that the call takes the address of a temporary: the kernels' register
+    // arrays, which v is an element of, do not escape and stay in registers
+    const value_t<M, D> copy = v;
+    store_lanes<M, D>(p, stride, count, copy);
   }
 }
 
@@ -418,6 +421,57 @@ void widen(const xsimd::batch<float, A>& v, xsimd::batch<double, A>& lo, xsimd::
   }
   lo = xsimd::batch<double, A>::load_aligned(l);
   hi = xsimd::batch<double, A>::load_aligned(h);
+}
+
+/// Whether store_stream writes around the caches on this instruction set (x86: the MOVNT
+/// instructions), rather than being an ordinary store.
+inline constexpr bool has_stream_stores =
+#if defined(__SSE2__)
+    true;
+#else
+    false;
+#endif
+
+/// Stores v at p, which must be aligned to the vector's size, with a non-temporal hint where
+/// the instruction set has one: the line goes to memory through the write-combining buffers
+/// without first being read into the cache (a store that misses reads its line: a third of a
+/// pointwise kernel's memory traffic when it reads two operands). Such stores are weakly
+/// ordered: a thread that used them calls stream_fence() before others read what it wrote.
+template <class C, class A>
+[[gnu::always_inline]] inline void store_stream(C* p, const xsimd::batch<C, A>& v) {
+  static_assert(std::is_same_v<C, float> || std::is_same_v<C, double>);
+  constexpr bool f = std::is_same_v<C, float>;
+#if defined(__AVX512F__)
+  if constexpr (std::is_base_of_v<xsimd::avx512f, A>) {
+    if constexpr (f) _mm512_stream_ps(p, v);
+    else _mm512_stream_pd(p, v);
+    return;
+  }
+#endif
+#if defined(__AVX__)
+  if constexpr (std::is_base_of_v<xsimd::avx, A>) {
+    if constexpr (f) _mm256_stream_ps(p, v);
+    else _mm256_stream_pd(p, v);
+    return;
+  }
+#endif
+#if defined(__SSE2__)
+  if constexpr (std::is_base_of_v<xsimd::sse2, A>) {
+    if constexpr (f) _mm_stream_ps(p, v);
+    else _mm_stream_pd(p, v);
+    return;
+  }
+#endif
+  (void)f;
+  v.store_aligned(p);
+}
+
+/// Orders this thread's non-temporal stores before its later stores (x86 SFENCE; nothing
+/// elsewhere, where store_stream is an ordinary store).
+inline void stream_fence() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
 }
 
 }  // namespace kiln::cpu::simd
