@@ -95,6 +95,7 @@ struct stream_arrays {
 };
 void stream_copy(stream_arrays& s, int threads);   // c = a: reads n floats, writes n
 void stream_triad(stream_arrays& s, int threads);  // a = b + 3 c: reads 2n, writes n
+void stream_triad_nt(stream_arrays& s, int threads);  // the same with non-temporal stores
 /// A register-only loop of FMAs on full-width xsimd batches, independent accumulators, each
 /// thread the same count; returns the flops it did.
 double fma_loop(int threads);

@@ -23,6 +23,21 @@ inline batch gelu(batch z) {
 }
 inline float gelu(float z) { return 0.5f * z * (1.0f + std::erf(z * 0.70710678118654752f)); }
 
+/// Stores v at p (aligned to the batch) with a non-temporal hint (x86 MOVNTPS): the line is
+/// written around the cache instead of first being read into it. Written here rather than
+/// taken from kiln, so that the reference shares no code with what it measures.
+inline void store_stream(float* p, batch v) {
+#if defined(__AVX512F__)
+  _mm512_stream_ps(p, v);
+#elif defined(__AVX__)
+  _mm256_stream_ps(p, v);
+#elif defined(__SSE2__)
+  _mm_stream_ps(p, v);
+#else
+  v.store_aligned(p);
+#endif
+}
+
 /// Runs f(begin, end) over [0, n) in tasks of `chunk` (a multiple of the batch width, so
 /// tasks start on whole batches), handed out to `threads` OpenMP threads as they come free.
 /// Tasks rather than one contiguous share per thread: when another process preempts one of
