@@ -165,20 +165,25 @@ TEST_CASE("non-temporal stores (stream_threshold) change no result: aligned, una
   auto y = kt::rand<double, 1>({40003});
   const auto ex = gelu(X{} * 1.5f + 0.25f);
   const auto two = outputs(exp(X{}) - X{}, X{} * X{});
+  // stored values that later nodes of the same kernel add to (candidates for FMA contraction)
+  const auto chain = outputs(X{} * 1.5f, X{} * 1.5f + X{} * X{}, (X{} * X{}) * 0.5f + 0.25f);
   // a threshold of 0 streams every kernel with a contiguous result (1 and 3 threads too)
   const std::int64_t old = cpu::set_stream_threshold(0);
   cpu::stats() = {};
   CHECK(kt::cpu_vs_eager(ex, {{"x", x}}) <= 1e-5);
   CHECK(kt::cpu_vs_eager(two, {{"x", x}}) <= 1e-6);
+  CHECK(kt::cpu_vs_eager(chain, {{"x", x}}) <= 1e-6);
   CHECK(kt::cpu_vs_eager(tanh(Y{}) * 3.0 + Y{}, {{"y", y}}) <= 1e-14);
   // every kernel (all pointwise, with contiguous results), each run with 2, 1 and 3 threads
   constexpr std::size_t kernels = plan<decltype(ex)>::schedule.kernels.size() +
                                   plan<decltype(two)>::schedule.kernels.size() +
+                                  plan<decltype(chain)>::schedule.kernels.size() +
                                   plan<decltype(tanh(Y{}) * 3.0 + Y{})>::schedule.kernels.size();
-  static_assert(kernels >= 3);
+  static_assert(kernels >= 4);
   CHECK(cpu::stats().streamed == static_cast<long>(3 * kernels));
   const auto s_ex = cpu::run_schedule<plan<decltype(ex)>::schedule>(kt::leaves_of(ex, {{"x", x}}));
   const auto s_two = cpu::run_schedule<plan<decltype(two)>::schedule>(kt::leaves_of(two, {{"x", x}}));
+  const auto s_chain = cpu::run_schedule<plan<decltype(chain)>::schedule>(kt::leaves_of(chain, {{"x", x}}));
   // into a destination whose rows start at every alignment (1031 floats apart, one in): the
   // vectors that are not aligned for a streaming store take ordinary stores
   tensor<float, 2> dst({37, 1033});
@@ -189,11 +194,13 @@ TEST_CASE("non-temporal stores (stream_threshold) change no result: aligned, una
   cpu::stats() = {};
   const auto n_ex = cpu::run_schedule<plan<decltype(ex)>::schedule>(kt::leaves_of(ex, {{"x", x}}));
   const auto n_two = cpu::run_schedule<plan<decltype(two)>::schedule>(kt::leaves_of(two, {{"x", x}}));
+  const auto n_chain = cpu::run_schedule<plan<decltype(chain)>::schedule>(kt::leaves_of(chain, {{"x", x}}));
   CHECK(cpu::stats().streamed == 0);
   CHECK(cpu::set_stream_threshold(old) == huge);
   CHECK(kt::same_bits(s_ex[0], n_ex[0]));
   CHECK(kt::same_bits(s_two[0], n_two[0]));
   CHECK(kt::same_bits(s_two[1], n_two[1]));
+  for (std::size_t q = 0; q < 3; ++q) CHECK(kt::same_bits(s_chain[q], n_chain[q]));
   CHECK(kt::same_bits(dst.slice(1, 1, 1032).any(), n_ex[0]));
   int outside = 0;
   for (index_t i = 0; i < 37; ++i) outside += (dst(i, 0) != -7) + (dst(i, 1032) != -7);

@@ -171,6 +171,12 @@ struct frame {
   std::array<index_t, NM> is{};
   std::array<sval, NS> sv{};
   std::uint64_t stream = 0;      ///< references stored with non-temporal stores (bit m; m < 64)
+  /// Per reference: the address bits that must be clear for a vector to take a non-temporal
+  /// store (the vector's size less 1), all ones where it never does. The store tests this
+  /// rather than a loop-invariant flag so that the compiler cannot version the loop on it: two
+  /// copies of a loop may contract multiplies and adds into FMAs differently (g++'s default
+  /// -ffp-contract=fast), and a result must not depend on where it is cached.
+  std::array<std::uintptr_t, NM> stream_align{};
   std::byte* cache = nullptr;    ///< the row cache (row kernels): one slot of values per cached node
   index_t cache_stride = 0;      ///< elements per slot
   index_t cache_off = 0;         ///< element of the current row part within a slot
@@ -282,7 +288,7 @@ template <class M, dtype D, bool Fast = false, class F, class V>
     if (f.is[m] != 0) {
       S* q = reinterpret_cast<S*>(f.p[m]) + j;
       if constexpr (simd::has_stream_stores) {
-        if (m < 64 && (f.stream >> m & 1) && reinterpret_cast<std::uintptr_t>(q) % sizeof(V) == 0) {
+        if ((reinterpret_cast<std::uintptr_t>(q) & f.stream_align[m]) == 0) {
           simd::store_stream(q, v);
           return;
         }
@@ -1332,6 +1338,9 @@ struct kernel_code {
       load_scalars(st, desc, proto.sv.data());
       if constexpr (has_fast_step) {
         proto.stream = streamed_refs(space, desc, mr.data(), mem_size.data());
+        for (int m = 0; m < NM; ++m)
+          proto.stream_align[static_cast<std::size_t>(m)] =
+              m < 64 && (proto.stream >> m & 1) ? sizeof(typename M::real) - 1 : ~std::uintptr_t{0};
         stats().streamed += proto.stream != 0;
       }
       if constexpr (I.kind == passes::kernel_kind::pointwise) run_pointwise(space, NM, mr.data(), &segment, &proto);
