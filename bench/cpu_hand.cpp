@@ -22,9 +22,7 @@ void gelu_chain(const float* x, const float* a, const float* b, float* y, i64 n,
       else gelu(z).store_aligned(y + i);
     }
     for (; i < i1; ++i) y[i] = gelu(x[i] * a[i] + b[i]);
-#if defined(__SSE2__)
-    _mm_sfence();
-#endif
+    stream_fence();
   });
 }
 
@@ -170,9 +168,7 @@ void stream_triad_nt(stream_arrays& s, int threads) {
     for (; i + lanes <= i1; i += lanes)
       store_stream(a + i, xsimd::fma(batch(3.0f), batch::load_aligned(c + i), batch::load_aligned(b + i)));
     for (; i < i1; ++i) a[i] = b[i] + 3.0f * c[i];
-#if defined(__SSE2__)
-    _mm_sfence();
-#endif
+    stream_fence();
   });
 }
 

@@ -37,6 +37,12 @@ inline void store_stream(float* p, batch v) {
   v.store_aligned(p);
 #endif
 }
+/// Orders this thread's non-temporal stores before what it does next (x86 SFENCE).
+inline void stream_fence() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
+}
 
 /// Runs f(begin, end) over [0, n) in tasks of `chunk` (a multiple of the batch width, so
 /// tasks start on whole batches), handed out to `threads` OpenMP threads as they come free.

@@ -172,12 +172,10 @@ def markdown(suite, ctx, rows, limits, limit_for, quick, errors):
                    + (f" (tolerance {tolerances}; bold: above it)" if tolerances else ""))
     out.append("")
     has_limits = any(r["limit"] for r in rows)
-    if has_limits:
-        out.append("| workload | impl | median ms | min-max ms | rate | limit | of limit | vs | rel_error |")
-        out.append("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    else:
-        out.append("| workload | impl | median ms | min-max ms | rate | of limit | vs | rel_error |")
-        out.append("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    cols = ["workload", "impl", "median ms", "min-max ms", "rate"] + (["limit"] if has_limits else []) + \
+        ["of limit", "vs", "rel_error"]
+    out.append("| " + " | ".join(cols) + " |")
+    out.append("| --- | --- |" + " ---: |" * (len(cols) - 2))
     for r in rows:
         vs = "n/a" if r["time_ratio"] is None else (
             "ref" if r["impl"] == r["ratio_ref"] else f"{r['time_ratio']:.2f}x {r['ratio_ref']}")

@@ -149,7 +149,7 @@ TEST_CASE("clone and same-dtype copies keep every bit pattern, signalling NaNs i
   CHECK(std::bit_cast<std::uint32_t>(f.clone()(0)) == 0x7f800001u);
   CHECK(std::bit_cast<std::uint32_t>(f.clone()(1)) == 0xffa00005u);
   CHECK(std::bit_cast<std::uint64_t>(d.clone()(0)) == 0x7ff0000000000007ull);
-  // A conversion still rounds: a bf16 NaN read as f32 and back is a quiet NaN.
+  // A conversion still goes through the value: a bf16 signalling NaN read into f32 is a NaN.
   tensor<float, 1> wide({1});
   wide.any().copy_from(h.slice(0, 0x7f81, 0x7f82).any());
   CHECK(std::isnan(wide(0)));

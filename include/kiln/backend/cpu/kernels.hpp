@@ -170,12 +170,13 @@ struct frame {
   std::array<std::byte*, NM> p{};
   std::array<index_t, NM> is{};
   std::array<sval, NS> sv{};
-  std::uint64_t stream = 0;      ///< references stored with non-temporal stores (bit m; m < 64)
+  bool stream = false;           ///< some reference takes non-temporal stores (streamed_refs)
   /// Per reference: the address bits that must be clear for a vector to take a non-temporal
   /// store (the vector's size less 1), all ones where it never does. The store tests this
   /// rather than a loop-invariant flag so that the compiler cannot version the loop on it: two
   /// copies of a loop may contract multiplies and adds into FMAs differently (g++'s default
-  /// -ffp-contract=fast), and a result must not depend on where it is cached.
+  /// -ffp-contract=fast), and a result must not depend on where it is cached. run() sets it
+  /// for kernels with a fast step, the only ones whose stores test it.
   std::array<std::uintptr_t, NM> stream_align{};
   std::byte* cache = nullptr;    ///< the row cache (row kernels): one slot of values per cached node
   index_t cache_stride = 0;      ///< elements per slot
@@ -894,34 +895,41 @@ inline void run_pointwise(const dims& space, int nm, const memref* mr, segment_f
   });
 }
 
-/// The references a pointwise kernel stores with non-temporal stores (bit m; see
-/// stream_threshold): none unless its references span at least the threshold (counted as n
-/// elements for every reference that is not one scalar for the whole space: an upper bound),
-/// and then its results that are written once per element of the space (no zero stride) and
-/// are contiguous along the innermost axis. size: bytes per element of each reference.
+/// Sets align[m] (frame::stream_align) for the references a pointwise kernel stores with
+/// non-temporal stores (see stream_threshold), vector_bytes - 1, and all ones for the others;
+/// returns whether there are any. None unless its references span at least the threshold
+/// (counted as n elements for every reference that is not one scalar for the whole space: an
+/// upper bound), and then its results that are written once per element of the space (no zero
+/// stride) and are contiguous along the innermost axis. size: bytes per element of each
+/// reference.
 /// Row kernels store as before: on softmax [4096, 4096] and layer_norm [8192, 1024] streaming
 /// their final sweep (without its write prefetches) measured no faster, within the noise
 /// (medians 6.03 against 5.98 ms and 3.08 against 2.82 ms, 18 runs each, AMD EPYC, 2 threads),
 /// while gelu(x * a + b) on 16M floats went from 8.4 to 7.3 ms.
-inline std::uint64_t streamed_refs(const dims& space, const kernel_desc& k, const memref* mr, const index_t* size) {
-  if (!simd::has_stream_stores || k.kind != passes::kernel_kind::pointwise) return 0;
+inline bool streamed_refs(const dims& space, const kernel_desc& k, const memref* mr, const index_t* size,
+                          std::uintptr_t vector_bytes, std::uintptr_t* align) {
+  std::fill(align, align + k.mems, ~std::uintptr_t{0});
+  if (!simd::has_stream_stores || k.kind != passes::kernel_kind::pointwise) return false;
   const index_t n = space.numel();
-  if (n == 0) return 0;
+  if (n == 0) return false;
   std::int64_t bytes = 0;
   for (int m = 0; m < k.mems; ++m) {
     bool varies = false;
     for (int d = 0; d < space.rank; ++d) varies = varies || mr[m].stride[static_cast<std::size_t>(d)] != 0;
     if (varies) bytes += static_cast<std::int64_t>(n) * size[m];
   }
-  if (bytes < stream_threshold()) return 0;
-  std::uint64_t mask = 0;
-  for (int m = 0; m < k.mems && m < 64; ++m) {
+  if (bytes < stream_threshold()) return false;
+  bool any = false;
+  for (int m = 0; m < k.mems; ++m) {
     if (!k.mem_out[m] || mr[m].stride[static_cast<std::size_t>(space.rank - 1)] != size[m]) continue;
     bool every = true;
     for (int d = 0; d < space.rank; ++d) every = every && (mr[m].stride[static_cast<std::size_t>(d)] != 0 || space.e[d] == 1);
-    if (every) mask |= std::uint64_t{1} << m;
+    if (every) {
+      align[m] = vector_bytes - 1;
+      any = true;
+    }
   }
-  return mask;
+  return any;
 }
 
 /// A row kernel's geometry: extents, reduced axes, byte strides of each reference.
@@ -1337,11 +1345,9 @@ struct kernel_code {
       F proto;
       load_scalars(st, desc, proto.sv.data());
       if constexpr (has_fast_step) {
-        proto.stream = streamed_refs(space, desc, mr.data(), mem_size.data());
-        for (int m = 0; m < NM; ++m)
-          proto.stream_align[static_cast<std::size_t>(m)] =
-              m < 64 && (proto.stream >> m & 1) ? sizeof(typename M::real) - 1 : ~std::uintptr_t{0};
-        stats().streamed += proto.stream != 0;
+        proto.stream = streamed_refs(space, desc, mr.data(), mem_size.data(), sizeof(typename M::real),
+                                     proto.stream_align.data());
+        stats().streamed += proto.stream;
       }
       if constexpr (I.kind == passes::kernel_kind::pointwise) run_pointwise(space, NM, mr.data(), &segment, &proto);
       else if constexpr (I.kind == passes::kernel_kind::reduction) run_rows(space, desc, mr.data(), &row_task, &proto);
