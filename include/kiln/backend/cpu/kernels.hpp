@@ -214,7 +214,9 @@ struct regs<simd::scalar, N> {
 };
 
 /// Reduction accumulators. Vector sums of floats accumulate in double lanes (two vectors of
-/// half width), so a long row loses nothing a double accumulator would keep.
+/// half width), so a long row loses nothing a double accumulator would keep. Float lanes were
+/// tried (2026-11-23): 15% faster on a cache-resident softmax and layer_norm with one thread,
+/// no faster on the bench's sizes (memory-bound), and they would lose 1e8 + 1000 ones.
 template <class M, int NR>
 struct accs;
 template <class C, int NR>
@@ -905,7 +907,10 @@ inline void run_pointwise(const dims& space, int nm, const memref* mr, segment_f
 /// Row kernels store as before: on softmax [4096, 4096] and layer_norm [8192, 1024] streaming
 /// their final sweep (without its write prefetches) measured no faster, within the noise
 /// (medians 6.03 against 5.98 ms and 3.08 against 2.82 ms, 18 runs each, AMD EPYC, 2 threads),
-/// while gelu(x * a + b) on 16M floats went from 8.4 to 7.3 ms.
+/// while gelu(x * a + b) on 16M floats went from 8.4 to 7.3 ms. Measured again as a ratio to
+/// a hand-fused loop timed in alternation (medians of 60 pairs, [8192, 1024], 2 threads),
+/// streaming was slower: softmax 1.71-1.80x the hand loop against 1.22-1.37x, layer_norm
+/// 1.30-1.41x against 1.01-1.09x; so was dropping the write prefetches alone (1.54x, 1.17-1.27x).
 inline bool streamed_refs(const dims& space, const kernel_desc& k, const memref* mr, const index_t* size,
                           std::uintptr_t vector_bytes, std::uintptr_t* align) {
   std::fill(align, align + k.mems, ~std::uintptr_t{0});
