@@ -276,9 +276,9 @@ void bench_stream(benchmark::State& st, stream_kind k) {
 }
 
 // The limits are measured at the start, after each workload and at the end; the report divides
-// each workload's median by the best median of the limits measured right after it: on a machine
-// shared with other work, bandwidth drifts within a run, so only measurements side by side
-// compare.
+// each workload's median by the best median of the limits measured right before and right after
+// it: on a machine shared with other work, bandwidth drifts within a run, so only measurements
+// side by side compare, and two of them guard against one that was disturbed.
 void register_limits(const std::string& when) {
   const double min_time = std::min(opt.min_time, 0.1);
   for (const auto& [name, k] : {std::pair{"copy", stream_kind::copy}, std::pair{"triad", stream_kind::triad},

@@ -16,9 +16,10 @@ aggregates only), with the counters `amount` (bytes one run must move, or flops 
 measured several times in a run ("limit_stream/copy@start", "limit_stream/triad@after_<workload>",
 "limit_flops/fma@end" ...). Each row's fraction of its limit compares medians measured side by
 side: the row's median rate over the best median rate among the limits of its kind (stream
-kinds for GB/s, the FMA loop for GFLOP/s) measured right after its workload. On a machine
-shared with other work the memory bandwidth drifts by a third within a run; dividing by the
-best single repetition of the whole run made every fraction too low.
+kinds for GB/s, the FMA loop for GFLOP/s) measured right before and right after its workload.
+On a machine shared with other work the memory bandwidth drifts by a third within a run;
+dividing by the best single repetition of the whole run made every fraction too low, and one
+neighbouring measurement alone is sometimes disturbed (a fraction above 100%).
 """
 import argparse
 import json
@@ -81,11 +82,15 @@ def summarise(ctx, groups):
             rows.append(entry)
 
     # limits are measured several times ("<kind>@<when>"); a row's limit is the best median of
-    # its kind from the first measurement that ran after the row's workload (else the last one)
+    # its kind from the measurements that ran right before and right after the row's workload
+    # (the last one where none ran after): two, so that one disturbed measurement (another
+    # process on the machine: an FMA peak measured at 145 instead of 230 GFLOP/s once) does not
+    # put a row above 100%
     prefix = {"GB/s": "limit_stream/", "GFLOP/s": "limit_flops/"}
     order = list(groups)  # run order
-    last_of = {}
+    first_of, last_of = {}, {}
     for i, (workload, _) in enumerate(order):
+        first_of.setdefault(workload, i)
         last_of[workload] = i
     when_at = [(i, k[1].split("@", 1)[1]) for i, k in enumerate(order) if k[0].startswith("limit_") and "@" in k[1]]
 
@@ -93,8 +98,10 @@ def summarise(ctx, groups):
         if unit not in prefix or not when_at:
             return None, None
         i = last_of[workload]
-        when = next((w for j, w in when_at if j > i), when_at[-1][1])
-        cands = [v for k, v in limits.items() if k.startswith(prefix[unit]) and k.endswith("@" + when)]
+        after = next((w for j, w in when_at if j > i), when_at[-1][1])
+        before = next((w for j, w in reversed(when_at) if j < first_of[workload]), None)
+        whens = {after, before} - {None}
+        cands = [v for k, v in limits.items() if k.startswith(prefix[unit]) and k.split("@", 1)[-1] in whens]
         if not cands:
             return None, None
         best = max(cands, key=lambda v: v["rate"])
@@ -251,7 +258,7 @@ def plot(path, suite, ctx, rows, limit_for, quick):
         what = f"median {unit}, no physical limit applies"
     else:
         ax.set_ylabel("fraction of the physical limit (higher is better)")
-        what = "memory-bound rows vs stream, GEMM rows vs FMA peak, each measured right after the workload"
+        what = "memory-bound rows vs stream, GEMM rows vs FMA peak, each measured right before and after the workload"
     ax.set_title(f"kiln '{suite}' suite{' (quick)' if quick else ''}: {what}\n"
                  f"{ctx.get('cpu_model', '')}, {ctx.get('threads', '?')} threads, OpenBLAS "
                  f"{ctx.get('openblas_coretype', '?')}, {ctx.get('date', '')[:10]}, load average at start "
