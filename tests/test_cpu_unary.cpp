@@ -132,7 +132,7 @@ TEST_CASE("f32 erf and gelu: special values") {
   CHECK(kt::cpu_vs_eager(gelu(X{}), {{"x", x}}) == 0);
 }
 
-// ---- f32 exp (simd::fn::exp: kiln's own on AVX-512, xsimd's elsewhere) ----------------------
+// ---- kiln's f32 exp (simd::fn::exp; VSCALEFPS on AVX-512, two powers of two elsewhere) ------
 
 namespace {
 
