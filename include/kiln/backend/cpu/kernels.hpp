@@ -904,13 +904,12 @@ inline void run_pointwise(const dims& space, int nm, const memref* mr, segment_f
 /// upper bound), and then its results that are written once per element of the space (no zero
 /// stride) and are contiguous along the innermost axis. size: bytes per element of each
 /// reference.
-/// Row kernels store as before: on softmax [4096, 4096] and layer_norm [8192, 1024] streaming
-/// their final sweep (without its write prefetches) measured no faster, within the noise
-/// (medians 6.03 against 5.98 ms and 3.08 against 2.82 ms, 18 runs each, AMD EPYC, 2 threads),
-/// while gelu(x * a + b) on 16M floats went from 8.4 to 7.3 ms. Measured again as a ratio to
-/// a hand-fused loop timed in alternation (medians of 60 pairs, [8192, 1024], 2 threads),
-/// streaming was slower: softmax 1.71-1.80x the hand loop against 1.22-1.37x, layer_norm
-/// 1.30-1.41x against 1.01-1.09x; so was dropping the write prefetches alone (1.54x, 1.17-1.27x).
+/// Pointwise only (gelu(x * a + b) on 16M floats: 8.4 -> 7.3 ms). Row kernels keep ordinary
+/// stores: streaming their final sweep, without its write prefetches, measured slower on
+/// softmax and layer_norm [8192, 1024], 2 threads, AMD EPYC, timed against a hand-fused loop
+/// in alternation (medians of 60 pairs): softmax 1.71-1.80x the hand loop's time against
+/// 1.22-1.37x, layer_norm 1.30-1.41x against 1.01-1.09x; dropping the prefetches alone was
+/// slower too (1.54x, 1.17-1.27x). Separate medians had shown no difference within the noise.
 inline bool streamed_refs(const dims& space, const kernel_desc& k, const memref* mr, const index_t* size,
                           std::uintptr_t vector_bytes, std::uintptr_t* align) {
   std::fill(align, align + k.mems, ~std::uintptr_t{0});
