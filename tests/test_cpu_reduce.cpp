@@ -152,3 +152,45 @@ TEST_CASE("row kernels over many rows per thread: strided rows, several reduced 
   CHECK(kt::cpu_vs_eager(softmax(X{}), {{"x", z}}) <= 1e-5);
   CHECK(kt::cpu_vs_eager(log_softmax(X{}), {{"x", z}}) <= 1e-5);
 }
+
+TEST_CASE("row kernels' non-temporal stores (stream_threshold) change no result") {
+  // above the threshold, a row kernel's full-space results take non-temporal stores (rows along
+  // the innermost axis only); reduced results, and column reductions, ordinary ones
+  using X = input<"x", f32, shape<dyn, dyn>>;
+  using G = param<"g", f32, shape<dyn>>;
+  using B = param<"b", f32, shape<dyn>>;
+  const auto sm = softmax(X{});
+  const auto ln = layer_norm(X{}, G{}, B{});
+  const auto both = outputs(sum<1>(X{}), X{} - mean<1>(X{}, keepdim));  // one result per row, one full
+  const auto cols = softmax<0>(X{});
+  for (index_t len : {1, 17, 1000, 4097}) {
+    INFO("row length " << len);
+    auto x = kt::rand<float, 2>({41, len}, -20, 20);
+    auto g = kt::rand<float, 1>({len}), b = kt::rand<float, 1>({len});
+    const std::initializer_list<feed> xs{{"x", x}}, xgb{{"x", x}, {"g", g}, {"b", b}};
+    const std::int64_t old = cpu::set_stream_threshold(0);  // every eligible store
+    cpu::stats() = {};
+    CHECK(kt::cpu_vs_eager(sm, xs) <= 1e-5);  // with 2, 1 and 3 threads
+    CHECK(kt::cpu_vs_eager(ln, xgb) <= 1e-4);
+    CHECK(kt::cpu_vs_eager(both, xs) <= 1e-5);
+    // each one kernel, run 3 times; rows of one element have no contiguous innermost axis
+    const long streamed = len > 1 ? 9 : 0;
+    CHECK(cpu::stats().streamed == streamed);
+    CHECK(kt::cpu_vs_eager(cols, xs) <= 1e-5);
+    CHECK(cpu::stats().streamed == streamed);  // lanes across rows: none
+    const auto s_sm = cpu::run_schedule<plan<decltype(sm)>::schedule>(kt::leaves_of(sm, xs));
+    const auto s_ln = cpu::run_schedule<plan<decltype(ln)>::schedule>(kt::leaves_of(ln, xgb));
+    const auto s_both = cpu::run_schedule<plan<decltype(both)>::schedule>(kt::leaves_of(both, xs));
+    cpu::set_stream_threshold(std::int64_t{1} << 62);  // none
+    cpu::stats() = {};
+    const auto n_sm = cpu::run_schedule<plan<decltype(sm)>::schedule>(kt::leaves_of(sm, xs));
+    const auto n_ln = cpu::run_schedule<plan<decltype(ln)>::schedule>(kt::leaves_of(ln, xgb));
+    const auto n_both = cpu::run_schedule<plan<decltype(both)>::schedule>(kt::leaves_of(both, xs));
+    CHECK(cpu::stats().streamed == 0);
+    cpu::set_stream_threshold(old);
+    CHECK(kt::same_bits(s_sm[0], n_sm[0]));
+    CHECK(kt::same_bits(s_ln[0], n_ln[0]));
+    CHECK(kt::same_bits(s_both[0], n_both[0]));
+    CHECK(kt::same_bits(s_both[1], n_both[1]));
+  }
+}

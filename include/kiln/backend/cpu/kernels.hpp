@@ -19,8 +19,8 @@
 // vectors take a fast step with no lane count or stride arithmetic; only the rest (other
 // strides, the partial vector, bf16 and bool) goes through the general loads and stores.
 // Kernels of more than 64 nodes have no fast step (see fast_step_nodes: build time). Pointwise
-// kernels larger than the last-level cache store their results with non-temporal stores
-// (stream_threshold, streamed_refs).
+// and row kernels larger than the last-level cache store their full-space results with
+// non-temporal stores (stream_threshold, streamed_refs).
 //
 //   pointwise: the space, axes merged where every reference allows it, split into rows and
 //              chunks of rows over threads;
@@ -125,8 +125,9 @@ inline std::int64_t& stream_setting() {
 }
 }  // namespace detail
 
-/// Pointwise kernels whose operands and results span at least this many bytes write their
-/// results with non-temporal stores (x86), around the caches: such a result would not be in
+/// Pointwise kernels, and row kernels with lanes along their rows (softmax, layer_norm), whose
+/// operands and results span at least this many bytes write their full-space results with
+/// non-temporal stores (x86), around the caches: such a result would not be in
 /// cache for its reader anyway, and a store that misses first reads its line from memory. The
 /// default is the last-level cache's size, or KILN_STREAM_BYTES from the environment; 0
 /// streams every eligible store, a huge value none. It never changes a result, only where it
@@ -897,23 +898,27 @@ inline void run_pointwise(const dims& space, int nm, const memref* mr, segment_f
   });
 }
 
-/// Sets align[m] (frame::stream_align) for the references a pointwise kernel stores with
-/// non-temporal stores (see stream_threshold), vector_bytes - 1, and all ones for the others;
+/// Sets align[m] (frame::stream_align) for the references a pointwise kernel, or a row kernel
+/// with lanes along its rows, stores with non-temporal stores (see stream_threshold),
+/// vector_bytes - 1, and all ones for the others;
 /// returns whether there are any. None unless its references span at least the threshold
 /// (counted as n elements for every reference that is not one scalar for the whole space: an
 /// upper bound), and then its results that are written once per element of the space (no zero
 /// stride) and are contiguous along the innermost axis. size: bytes per element of each
 /// reference.
-/// Pointwise only (gelu(x * a + b) on 16M floats: 8.4 -> 7.3 ms). Row kernels keep ordinary
-/// stores: streaming their final sweep, without its write prefetches, measured slower on
-/// softmax and layer_norm [8192, 1024], 2 threads, AMD EPYC, timed against a hand-fused loop
-/// in alternation (medians of 60 pairs): softmax 1.71-1.80x the hand loop's time against
-/// 1.22-1.37x, layer_norm 1.30-1.41x against 1.01-1.09x; dropping the prefetches alone was
-/// slower too (1.54x, 1.17-1.27x). Separate medians had shown no difference within the noise.
+/// Pointwise kernels: gelu(x * a + b) on 16M floats from 8.4 to 7.3 ms. Row kernels: their
+/// final sweep streams instead of prefetching its lines for writing, and the stores are fenced
+/// once per thread's run of rows (run_rows). Timed in turns with stream triad (2 threads, AMD
+/// EPYC, medians of 15 pairs), as a fraction of stream: layer_norm [8192, 1024] 88% against
+/// 79% with ordinary stores, [4096, 4096] 70% against 57%; softmax [4096, 4096] 63% against
+/// 57%, [8192, 1024] 61% against 60%. An earlier try (its code not kept; where it fenced is
+/// not known) had measured far slower: softmax [8192, 1024] 1.71-1.80x a hand-fused loop's
+/// time against 1.22-1.37x.
 inline bool streamed_refs(const dims& space, const kernel_desc& k, const memref* mr, const index_t* size,
                           std::uintptr_t vector_bytes, std::uintptr_t* align) {
   std::fill(align, align + k.mems, ~std::uintptr_t{0});
-  if (!simd::has_stream_stores || k.kind != passes::kernel_kind::pointwise) return false;
+  const bool rows = k.kind == passes::kernel_kind::reduction && k.lanes_reduce;
+  if (!simd::has_stream_stores || (k.kind != passes::kernel_kind::pointwise && !rows)) return false;
   const index_t n = space.numel();
   if (n == 0) return false;
   std::int64_t bytes = 0;
@@ -953,7 +958,11 @@ using row_task_fn = void (*)(const void* ctx, const rows_geometry& g, const inde
 
 /// Row kernels: each task is one row (lanes along a reduced innermost axis) or one block of W
 /// columns (lanes across a kept innermost axis); tasks go to threads, a reduction never splits.
-inline void run_rows(const dims& space, const kernel_desc& k, const memref* mr, row_task_fn fn, const void* ctx) {
+/// stream: some of the tasks' stores are non-temporal, fenced once per thread's run of tasks
+/// (a fence per row waits for each row's stores to reach memory).
+
+inline void run_rows(const dims& space, const kernel_desc& k, const memref* mr, row_task_fn fn, const void* ctx,
+                     bool stream) {
   rows_geometry g;
   g.rank = space.rank;
   g.mr = mr;
@@ -992,6 +1001,7 @@ inline void run_rows(const dims& space, const kernel_desc& k, const memref* mr, 
          lr ? W : static_cast<int>(std::min<index_t>(W, g.ext[inner] - j0)));
       koff.swap(knext);
     }
+    if (stream) simd::stream_fence();
   });
 }
 
@@ -1215,15 +1225,15 @@ struct kernel_code {
           // 4.3 to 3.8 ms with the first alone, while the second made it slower (5.4 ms).
           constexpr bool pf = P == 2 * I.stages - 1 && n_final_outs > 0;
           constexpr bool pn = P == 2 * I.stages - 1 && n_row_ins > 0 && I.cached > 0;
-          if (pn && knext) {
+          if constexpr (pf || pn) {
+            // (a stream store needs no line in cache: its prefetch would only fetch it)
+            const bool outs = pf && !f.stream, next = pn && knext;
             steps<P>(r, acc, f, 0, len, fast, [&](index_t j) KILN_INLINE {
-              if constexpr (pf) prefetch_outs(f, j);
-              if constexpr (pn) prefetch_next(f, delta, j);
+              if (outs) prefetch_outs(f, j);
+              if (next) prefetch_next(f, delta, j);
             });
           } else {
-            steps<P>(r, acc, f, 0, len, fast, [&](index_t j) KILN_INLINE {
-              if constexpr (pf) prefetch_outs(f, j);
-            });
+            steps<P>(r, acc, f, 0, len, fast, [](index_t) KILN_INLINE {});
           }
           f.cache_off += len;
         } else {
@@ -1354,7 +1364,8 @@ struct kernel_code {
         stats().streamed += proto.stream;
       }
       if constexpr (I.kind == passes::kernel_kind::pointwise) run_pointwise(space, NM, mr.data(), &segment, &proto);
-      else if constexpr (I.kind == passes::kernel_kind::reduction) run_rows(space, desc, mr.data(), &row_task, &proto);
+      else if constexpr (I.kind == passes::kernel_kind::reduction)
+        run_rows(space, desc, mr.data(), &row_task, &proto, proto.stream);
       else matmul(st, space, mr.data(), proto);
     }
   }
