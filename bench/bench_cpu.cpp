@@ -1,7 +1,8 @@
 // bench/bench_cpu.cpp: the CPU benchmark suite. Every implementation of every workload runs in
 // one process, on the same input buffers (fresh random values each run, seed printed), with the
-// same thread count, between two measurements of the machine's limits (stream bandwidth and
-// FMA peak). Each output is compared with kiln's eager backend on the same inputs.
+// same thread count, each measured alongside the machine's limit (stream bandwidth in turns
+// with a memory-bound workload's runs, FMA peak in a GEMM's rounds: see bench_round_limit).
+// Each output is compared with kiln's eager backend on the same inputs.
 //
 //   bench_cpu [--quick] [--threads=N] [--reps=N] [--min-time=S] [--seed=N] [--stream-mib=N]
 //             [benchmark flags]
@@ -214,6 +215,9 @@ void failed(benchmark::State& st, const std::exception& e) {
   st.SkipWithError(e.what());
 }
 
+stream_arrays& use_stream();
+double stream_triad_nt_bytes();
+
 void bench_impl(benchmark::State& st, int s, const impl* im) {
   held* h = nullptr;
   try {
@@ -223,9 +227,34 @@ void bench_impl(benchmark::State& st, int s, const impl* im) {
     return;
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the machine settles (see the top)
-  for (auto _ : st) {
-    h->r->run();
-    benchmark::ClobberMemory();
+  if (all_specs[s].flops) {
+    for (auto _ : st) {
+      h->r->run();
+      benchmark::ClobberMemory();
+    }
+  } else {
+    // memory-bound: runs of the workload (timed: the result) alternate with runs of stream
+    // triad with non-temporal stores, about as much time each, so that the bandwidth the
+    // workload had is measured alongside it (limit_rate; see register_round_limit)
+    stream_arrays& sa = use_stream();
+    double owed = 0, limit_seconds = 0;
+    long limit_runs = 0;
+    for (auto _ : st) {
+      auto t0 = std::chrono::steady_clock::now();
+      h->r->run();
+      benchmark::ClobberMemory();
+      const double t = seconds_since(t0);
+      st.SetIterationTime(t);
+      owed += t;
+      while (owed > 0) {
+        t0 = std::chrono::steady_clock::now();
+        stream_triad_nt(sa, opt.threads);
+        benchmark::ClobberMemory();
+        const double l = seconds_since(t0);
+        limit_seconds += l, owed -= l, ++limit_runs;
+      }
+    }
+    st.counters["limit_rate"] = stream_triad_nt_bytes() * static_cast<double>(limit_runs) / limit_seconds / 1e9;
   }
   set_counters(st, all_specs[s], *im, h->err);
 }
@@ -253,6 +282,8 @@ void bench_eager(benchmark::State& st, int s) {
   set_counters(st, all_specs[s], kiln_eager_impl, 0.0);
 }
 
+void bench_round_limit(benchmark::State& st, int s);  // below, with the other limits
+
 // ---- limits ---------------------------------------------------------------------------------
 
 // Each of the three arrays: 512 MiB, well beyond the last-level caches of the machines here
@@ -261,13 +292,19 @@ i64 stream_floats() {
   return opt.stream_mib > 0 ? opt.stream_mib * (i64(1) << 18) : opt.quick ? i64(1) << 24 : i64(1) << 27;
 }
 
+stream_arrays& use_stream() {
+  if (!cur.stream) cur.stream = std::make_unique<stream_arrays>(stream_floats(), opt.threads);
+  return *cur.stream;
+}
+double stream_triad_nt_bytes() { return static_cast<double>(stream_floats()) * sizeof(float) * 3; }
+
 enum class stream_kind { copy, triad, triad_nt };
 void bench_stream(benchmark::State& st, stream_kind k) {
-  if (!cur.stream) cur.stream = std::make_unique<stream_arrays>(stream_floats(), opt.threads);
+  stream_arrays& sa = use_stream();
   for (auto _ : st) {
-    if (k == stream_kind::triad) stream_triad(*cur.stream, opt.threads);
-    else if (k == stream_kind::triad_nt) stream_triad_nt(*cur.stream, opt.threads);
-    else stream_copy(*cur.stream, opt.threads);
+    if (k == stream_kind::triad) stream_triad(sa, opt.threads);
+    else if (k == stream_kind::triad_nt) stream_triad_nt(sa, opt.threads);
+    else stream_copy(sa, opt.threads);
     benchmark::ClobberMemory();
   }
   st.counters["amount"] = static_cast<double>(stream_floats()) * sizeof(float) * (k == stream_kind::copy ? 2 : 3);
@@ -275,10 +312,28 @@ void bench_stream(benchmark::State& st, stream_kind k) {
   st.SetLabel("GB/s");
 }
 
-// The limits are measured at the start, after each workload and at the end; the report divides
-// each workload's median by the best median of the limits measured right before and right after
-// it: on a machine shared with other work, bandwidth drifts within a run, so only measurements
-// side by side compare, and two of them guard against one that was disturbed.
+// The limit each row's fraction divides by, measured alongside the row:
+// - memory-bound workloads: stream triad with non-temporal stores (the fastest stream kind
+//   here), run in turns with the workload inside each of its measurements (bench_impl); a
+//   row's fraction is the median over its rounds of its rate over that measurement's stream
+//   rate. The bandwidth of this VM drifts by a third within seconds: limits measured before
+//   and after a workload's rounds put the same code anywhere from 54% to 98% of stream, and
+//   even a limit measured in the rounds, 63% to 89% from one run to the next.
+// - GEMMs: the FMA loop, measured in the workload's rounds like one more implementation
+//   ("<workload>/limit:fma/round:<r>"); the report divides a row's median rate by its median.
+//   FMA peak drifts little, and a stream run between GEMM calls would leave the peers'
+//   spinning threads (OpenBLAS) to slow it.
+void bench_round_limit(benchmark::State& st, int) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // as bench_impl
+  double flops = 0;
+  for (auto _ : st) flops = fma_loop(opt.threads);
+  st.counters["amount"] = flops;
+  st.counters["threads"] = opt.threads;
+  st.SetLabel("GFLOP/s");
+}
+
+// The limits of every kind are also measured at the start and at the end, for the report's
+// context (the machine's best and its spread).
 void register_limits(const std::string& when) {
   const double min_time = std::min(opt.min_time, 0.1);
   for (const auto& [name, k] : {std::pair{"copy", stream_kind::copy}, std::pair{"triad", stream_kind::triad},
@@ -332,17 +387,22 @@ int main(int argc, char** argv) {
         measured.push_back(im);
       }
     }
-    // rounds: one measurement of each implementation per round, the order rotated
+    // rounds: one measurement of each implementation, and for a GEMM of the FMA limit
+    // (nullptr), per round, the order rotated
+    if (sp.flops) measured.push_back(nullptr);
     const auto count = static_cast<int>(measured.size());
     for (int round = 0; round < opt.reps; ++round)
       for (int q = 0; q < count; ++q) {
         const impl* im = measured[static_cast<std::size_t>((q + round) % count)];
-        const std::string name = sp.name + "/" + im->name + "/round:" + std::to_string(round);
-        benchmark::RegisterBenchmark(name.c_str(), bench_impl, s, im)
-            ->UseRealTime()->Unit(benchmark::kMillisecond)->Repetitions(1)->MinTime(opt.min_time);
+        const std::string name = sp.name + "/" + (im ? im->name : "limit:fma") + "/round:" + std::to_string(round);
+        auto* b = im ? benchmark::RegisterBenchmark(name.c_str(), bench_impl, s, im)
+                     : benchmark::RegisterBenchmark(name.c_str(), bench_round_limit, s);
+        if (sp.flops) b->UseRealTime();
+        else b->UseManualTime();
+        b->Unit(benchmark::kMillisecond)->Repetitions(1)->MinTime(opt.min_time);
       }
-    register_limits(s + 1 < static_cast<int>(all_specs.size()) ? "after_" + sp.name : "end");
   }
+  register_limits("end");
 
   add_common_context("cpu", opt);
   benchmark::AddCustomContext("stream_array_bytes", std::to_string(stream_floats() * 4));

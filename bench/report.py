@@ -12,14 +12,19 @@ this script unchanged): benchmarks named "<workload>/<impl>[/...]", run with rep
 aggregates only), with the counters `amount` (bytes one run must move, or flops it must do),
 `threads` and, for implementations, `rel_error` (against kiln's eager backend) and `tolerance`
 (the largest rel_error that passes; rows above it are marked and listed), and the rate unit
-("GB/s" or "GFLOP/s") as the label. Limits are benchmarks whose workload starts with "limit_",
-measured several times in a run ("limit_stream/copy@start", "limit_stream/triad@after_<workload>",
-"limit_flops/fma@end" ...). Each row's fraction of its limit compares medians measured side by
-side: the row's median rate over the best median rate among the limits of its kind (stream
-kinds for GB/s, the FMA loop for GFLOP/s) measured right before and right after its workload.
-On a machine shared with other work the memory bandwidth drifts by a third within a run;
-dividing by the best single repetition of the whole run made every fraction too low, and one
-neighbouring measurement alone is sometimes disturbed (a fraction above 100%).
+("GB/s" or "GFLOP/s") as the label.
+
+Limits come two ways. A workload's own limit is measured in its rounds like an implementation,
+"<workload>/limit:<kind>/round:<r>" (bench_cpu): a row's fraction of the limit is its median
+rate over the median rate of these, measurements that saw the same mix of the machine's good
+and bad moments. Otherwise (bench_autodiff) limits are benchmarks whose workload starts with
+"limit_", measured several times in a run ("limit_flops/fma@start", "limit_flops/fma@after_
+<workload>" ...), and a row's limit is the best median among those of its kind (stream kinds for
+GB/s, the FMA loop for GFLOP/s) measured right before and right after its workload. On a machine
+shared with other work the memory bandwidth drifts by a third within a run: dividing by the best
+single repetition of the whole run made every fraction too low, one neighbouring measurement
+alone was sometimes disturbed (a fraction above 100%), and even two put the same code anywhere
+from 54% to 98% of stream, which is why bench_cpu measures its limits in the rounds.
 """
 import argparse
 import json
@@ -46,15 +51,16 @@ def load_runs(path):
             continue
         parts = b["run_name"].split("/")
         key = (parts[0], parts[1])
-        g = groups.setdefault(key, {"seconds": [], "bench": b})
+        g = groups.setdefault(key, {"seconds": [], "limit_rates": [], "bench": b})
         g["seconds"].append(b["real_time"] * UNIT_SCALE[b["time_unit"]])
+        g["limit_rates"].append(b.get("limit_rate"))
     return data.get("context", {}), groups, errors
 
 
 def summarise(ctx, groups):
-    limits, rows = {}, []
+    limits, rows, round_limits = {}, [], {}
     for (workload, impl), g in groups.items():
-        b, secs = g["bench"], g["seconds"]
+        b, secs, paired = g["bench"], g["seconds"], g["limit_rates"]
         med = statistics.median(secs)
         # rate_scale: 1e9 (GB/s, GFLOP/s) unless the benchmark says otherwise (train: 1, samples/s)
         rate = b["amount"] / med / b.get("rate_scale", 1e9)
@@ -72,14 +78,23 @@ def summarise(ctx, groups):
         if workload.startswith("limit_"):
             entry["best_rate"] = b["amount"] / min(secs) / 1e9  # shown in the table's context
             limits[f"{workload}/{impl}"] = entry
-        else:
-            err = b.get("rel_error")
-            entry["rel_error"] = None if err is None or err >= NOT_FINITE else err
-            tol = b.get("tolerance")
-            if tol is not None:
-                entry["tolerance"] = tol
-                entry["within_tolerance"] = entry["rel_error"] is not None and entry["rel_error"] <= tol
-            rows.append(entry)
+            continue
+        if impl.startswith("limit:"):  # a workload's limit, measured in its rounds
+            entry["best_rate"] = b["amount"] / min(secs) / 1e9
+            entry["worst_rate"] = b["amount"] / max(secs) / 1e9
+            round_limits[workload] = entry
+            continue
+        if all(paired):  # each measurement with its limit measured alongside (limit_rate)
+            fractions = [b["amount"] / s / b.get("rate_scale", 1e9) / l for s, l in zip(secs, paired)]
+            entry["paired_limit"] = {"rate": statistics.median(paired), "min_rate": min(paired),
+                                     "max_rate": max(paired), "fraction": statistics.median(fractions)}
+        err = b.get("rel_error")
+        entry["rel_error"] = None if err is None or err >= NOT_FINITE else err
+        tol = b.get("tolerance")
+        if tol is not None:
+            entry["tolerance"] = tol
+            entry["within_tolerance"] = entry["rel_error"] is not None and entry["rel_error"] <= tol
+        rows.append(entry)
 
     # limits are measured several times ("<kind>@<when>"); a row's limit is the best median of
     # its kind from the measurements that ran right before and right after the row's workload
@@ -95,6 +110,9 @@ def summarise(ctx, groups):
     when_at = [(i, k[1].split("@", 1)[1]) for i, k in enumerate(order) if k[0].startswith("limit_") and "@" in k[1]]
 
     def limit_for(workload, unit):
+        if workload in round_limits:
+            v = round_limits[workload]
+            return v["rate"], f"{v['impl'].split(':', 1)[1]} in its rounds"
         if unit not in prefix or not when_at:
             return None, None
         i = last_of[workload]
@@ -112,10 +130,19 @@ def summarise(ctx, groups):
         by_workload.setdefault(r["workload"], {})[r["impl"]] = r
     coretype = ctx.get("openblas_coretype")
     for r in rows:
-        limit, name = limit_for(r["workload"], r["rate_unit"])
-        r["limit"] = limit
-        r["limit_name"] = name
-        r["fraction_of_limit"] = r["rate"] / limit if limit else None
+        paired = r.pop("paired_limit", None)
+        if paired:  # the median of the row's own fractions
+            r["limit"], r["limit_name"] = paired["rate"], "stream-triad-nt alongside"
+            r["fraction_of_limit"] = paired["fraction"]
+            r["limit_min_rate"], r["limit_max_rate"] = paired["min_rate"], paired["max_rate"]
+        else:
+            limit, name = limit_for(r["workload"], r["rate_unit"])
+            r["limit"] = limit
+            r["limit_name"] = name
+            r["fraction_of_limit"] = r["rate"] / limit if limit else None
+            if r["workload"] in round_limits:  # the spread of the limit the row was divided by
+                v = round_limits[r["workload"]]
+                r["limit_min_rate"], r["limit_max_rate"] = v["worst_rate"], v["best_rate"]
         peers = by_workload[r["workload"]]
         ref = next((i for i in REF_ORDER if i in peers), None)
         r["ratio_ref"] = ref
@@ -129,7 +156,7 @@ def summarise(ctx, groups):
 
     workloads = list(dict.fromkeys(r["workload"] for r in rows))  # in the order they ran
     rows.sort(key=lambda r: (workloads.index(r["workload"]), order(r)))
-    return rows, limits, limit_for
+    return rows, limits, round_limits
 
 
 def fmt_time(s):
@@ -140,7 +167,7 @@ def fmt(x, spec):
     return "n/a" if x is None else format(x, spec)
 
 
-def markdown(suite, ctx, rows, limits, limit_for, quick, errors):
+def markdown(suite, ctx, rows, limits, round_limits, quick, errors):
     by_tol = {}
     for r in rows:
         if "tolerance" in r:
@@ -163,16 +190,23 @@ def markdown(suite, ctx, rows, limits, limit_for, quick, errors):
         parts = [f"{kind} best {max(v['best_rate'] for v in vs):.1f}, medians "
                  f"{min(v['rate'] for v in vs):.1f}-{max(v['rate'] for v in vs):.1f} {vs[0]['rate_unit']}"
                  for kind, vs in kinds.items()]
-        out.append(f"- limits, each measured {max(len(vs) for vs in kinds.values())} times in this run: "
-                   f"{'; '.join(parts)}")
+        out.append(f"- limits, each measured {max(len(vs) for vs in kinds.values())} times"
+                   f"{' at the start and at the end' if round_limits else ' in this run'}: {'; '.join(parts)}")
     if "data" in ctx:
         out.append(f"- data: {ctx['data']}")
     if "rel_error_note" in ctx:  # a suite that explains its rates and errors itself (train)
         out.append(f"- {ctx['rel_error_note']}" + (f" (tolerance {tolerances}; bold: above it)" if tolerances else ""))
     else:
-        out.append("- fraction of limit: a row's median rate / the best median rate of its limit measured right "
-                   "after its workload: GB/s rows / stream (copy, triad, triad with non-temporal stores), "
-                   "GFLOP/s rows / a register-only FMA loop; the limit column gives it")
+        if any("limit_min_rate" in r for r in rows):
+            out.append("- fraction of limit, GB/s rows: within each measurement the workload's runs alternate with "
+                       "runs of stream triad with non-temporal stores, about as much time each; the fraction is the "
+                       "median over the row's rounds of its rate / that stream rate. GFLOP/s rows: the row's median "
+                       "rate / the median of a register-only FMA loop measured in the workload's rounds like one "
+                       "more implementation. The limit column gives the limit's median and its spread")
+        else:
+            out.append("- fraction of limit: a row's median rate / the best median rate of its limit measured right "
+                       "before and right after its workload: GB/s rows / stream (copy, triad, triad with "
+                       "non-temporal stores), GFLOP/s rows / a register-only FMA loop; the limit column gives it")
         out.append("- GB/s counts the bytes a workload must move (inputs read once, output written once); "
                    "vs = seconds / seconds of the reference impl named; "
                    "rel_error = max|y - eager| / max|eager| on the same inputs"
@@ -190,7 +224,8 @@ def markdown(suite, ctx, rows, limits, limit_for, quick, errors):
             "reference" if r["impl"] == "kiln-eager" else f"{r['rel_error']:.1e}")
         if r.get("within_tolerance") is False:
             err = f"**{err} > {r['tolerance']:.0e}**"
-        limit = (f" {fmt(r['limit'], '.3g')} ({r['limit_name'].split('@')[0]}) |" if r["limit"] else " n/a |") \
+        spread = f", {r['limit_min_rate']:.3g}-{r['limit_max_rate']:.3g}" if "limit_min_rate" in r else ""
+        limit = (f" {fmt(r['limit'], '.3g')} ({r['limit_name'].split('@')[0]}{spread}) |" if r["limit"] else " n/a |") \
             if has_limits else ""
         out.append(f"| {r['workload']} | {r['impl']} | {fmt_time(r['seconds'])} | "
                    f"{fmt_time(r['min_seconds'])}-{fmt_time(r['max_seconds'])} | "
@@ -220,7 +255,7 @@ def markdown(suite, ctx, rows, limits, limit_for, quick, errors):
     return "\n".join(out) + "\n"
 
 
-def plot(path, suite, ctx, rows, limit_for, quick):
+def plot(path, suite, ctx, rows, round_limits, quick):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -258,7 +293,9 @@ def plot(path, suite, ctx, rows, limit_for, quick):
         what = f"median {unit}, no physical limit applies"
     else:
         ax.set_ylabel("fraction of the physical limit (higher is better)")
-        what = "memory-bound rows vs stream, GEMM rows vs FMA peak, each measured right before and after the workload"
+        what = "memory-bound rows vs stream, GEMM rows vs FMA peak, " + (
+            "each measured in the workload's rounds" if round_limits else
+            "each measured right before and after the workload")
     ax.set_title(f"kiln '{suite}' suite{' (quick)' if quick else ''}: {what}\n"
                  f"{ctx.get('cpu_model', '')}, {ctx.get('threads', '?')} threads, OpenBLAS "
                  f"{ctx.get('openblas_coretype', '?')}, {ctx.get('date', '')[:10]}, load average at start "
@@ -282,16 +319,16 @@ def main():
     if not groups:
         sys.exit(f"report.py: no benchmark runs in {args.raw}")
     quick = ctx.get("quick") == "true"
-    rows, limits, limit_for = summarise(ctx, groups)
+    rows, limits, round_limits = summarise(ctx, groups)
     os.makedirs(args.out, exist_ok=True)
     base = os.path.join(args.out, args.suite)
     with open(base + ".json", "w") as f:
         json.dump(rows, f, indent=1, allow_nan=False)  # strict JSON: no NaN or Infinity
         f.write("\n")
-    md = markdown(args.suite, ctx, rows, limits, limit_for, quick, errors)
+    md = markdown(args.suite, ctx, rows, limits, round_limits, quick, errors)
     with open(base + ".md", "w") as f:
         f.write(md)
-    plot(base + ".png", args.suite, ctx, rows, limit_for, quick)
+    plot(base + ".png", args.suite, ctx, rows, round_limits, quick)
     print(md)
     print(f"report.py: wrote {base}.json, {base}.md, {base}.png")
 
