@@ -293,9 +293,9 @@ def plot(path, suite, ctx, rows, round_limits, quick):
         what = f"median {unit}, no physical limit applies"
     else:
         ax.set_ylabel("fraction of the physical limit (higher is better)")
-        what = "memory-bound rows vs stream, GEMM rows vs FMA peak, " + (
-            "each measured in the workload's rounds" if round_limits else
-            "each measured right before and after the workload")
+        what = ("memory-bound rows vs stream measured in turns with each measurement, GEMM rows vs FMA peak "
+                "measured in the workload's rounds") if round_limits else \
+            "memory-bound rows vs stream, GEMM rows vs FMA peak, each measured right before and after the workload"
     ax.set_title(f"kiln '{suite}' suite{' (quick)' if quick else ''}: {what}\n"
                  f"{ctx.get('cpu_model', '')}, {ctx.get('threads', '?')} threads, OpenBLAS "
                  f"{ctx.get('openblas_coretype', '?')}, {ctx.get('date', '')[:10]}, load average at start "
