@@ -172,10 +172,17 @@ void stream_triad_nt(stream_arrays& s, int threads) {
   });
 }
 
-// 16 independent accumulators hide the FMA latency (4 cycles) on two FMA ports; acc * m + c
-// converges to 1 (no overflow, no denormals), and the sum is stored so nothing is dropped.
+// Independent accumulators hide the FMA latency (4 cycles) on two FMA ports (8 needed); acc * m
+// + c converges to 1 (no overflow, no denormals), and the sum is stored so nothing is dropped.
+// 16 with 32 vector registers; 12 with 16 (AVX2, SSE): 16 accumulators and the two constants
+// do not fit there, and the spills halved the "peak" (Zen 3, 2 threads: 8 accumulators 165,
+// 10-14 190-197, 16 77-112 GFLOP/s), which put GEMMs at 127% of it.
 double fma_loop(int threads) {
+#if defined(__AVX512F__) || defined(__aarch64__)
   constexpr int acc_count = 16;
+#else
+  constexpr int acc_count = 12;
+#endif
   constexpr i64 iters = 1 << 22;
   volatile float sink = 0;
 #pragma omp parallel num_threads(threads)
