@@ -73,6 +73,24 @@ template <class T> requires std::is_floating_point_v<T> T copysign(T a, T b) { r
 template <class T> requires std::is_floating_point_v<T> bool isnan(T x) { return std::isnan(x); }
 template <class T> T select(bool c, T a, T b) { return c ? a : b; }
 
+/// x clamped to [lo, hi], NaN kept as NaN, in two instructions on x86: MAXPS/MINPS return their
+/// second operand when either is NaN (elsewhere two selects, whose comparisons are false for NaN).
+template <class A>
+[[gnu::always_inline]] inline xsimd::batch<float, A> clamp_keep_nan(const xsimd::batch<float, A>& x, float lo, float hi) {
+  using V = xsimd::batch<float, A>;
+#if defined(__AVX512F__)
+  if constexpr (std::is_base_of_v<xsimd::avx512f, A>) return V(_mm512_min_ps(_mm512_set1_ps(hi), _mm512_max_ps(_mm512_set1_ps(lo), x)));
+#endif
+#if defined(__AVX__)
+  if constexpr (std::is_base_of_v<xsimd::avx, A>) return V(_mm256_min_ps(_mm256_set1_ps(hi), _mm256_max_ps(_mm256_set1_ps(lo), x)));
+#endif
+#if defined(__SSE2__)
+  if constexpr (std::is_base_of_v<xsimd::sse2, A>) return V(_mm_min_ps(_mm_set1_ps(hi), _mm_max_ps(_mm_set1_ps(lo), x)));
+#endif
+  const V t = xsimd::select(x < V(lo), V(lo), x);
+  return xsimd::select(V(hi) < t, V(hi), t);
+}
+
 /// exp in f32 (and bf16, which computes in f32): e^x = 2^n e^r, n = x log2(e) rounded to
 /// nearest, r = x - n ln 2 in two parts (Cody and Waite), e^r by Cephes' expf polynomial (as
 /// xsimd's), x first clamped to [-104, 89], past which e^x rounds to 0 or overflows (NaN is
@@ -81,52 +99,16 @@ template <class T> T select(bool c, T a, T b) { return c ? a : b; }
 /// as two exact powers of two 2^(n/2) and 2^(n - n/2) built in the exponent bits, the second
 /// multiply rounding. xsimd 8's float exp builds one 2^n and so overflows to inf from x = 88.38
 /// on, where e^x is still finite. softmax's exp sweep is bound by its arithmetic, so every
-/// instruction counts: on x86 the clamp is VMAXPS/VMINPS (they return their second operand
-/// when either is NaN, so NaN stays NaN) and with FMA instructions e^r = 1 + r (1 + r P(r)) is
-/// two FMAs. Against std::exp in double over every third float: at most 0.89 ulp with FMA
-/// instructions (AVX2 and AVX-512; 1.01 on AVX2 with the select clamp and the older e^r), 0.98
-/// on SSE2 (g++ and clang 14).
-/// tests/test_cpu_unary.cpp sweeps it.
+/// instruction counts: on x86 the clamp is two instructions (clamp_keep_nan) and with FMA
+/// instructions e^r = 1 + r (1 + r P(r)) is two FMAs. Against std::exp in double over every
+/// third float: at most 0.89 ulp with FMA instructions (AVX2 and AVX-512; 1.01 on AVX2 with the
+/// select clamp and the older e^r), 0.98 on SSE2 (g++ and clang 14). tests/test_cpu_unary.cpp
+/// sweeps it.
 template <class A>
 [[gnu::always_inline]] inline xsimd::batch<float, A> exp_f32(const xsimd::batch<float, A>& x) {
   using V = xsimd::batch<float, A>;
   using I = xsimd::batch<std::int32_t, A>;
-#if defined(__AVX512F__)
-  if constexpr (std::is_base_of_v<xsimd::avx512f, A>) {
-    // 14 instructions. About 25% more exps per second than with 17 (a select clamp, e^r by a
-    // multiply, an FMA and an add) in a loop of nothing else (3.1 against 4.1 ns a vector, AMD
-    // Zen 4); a softmax gain could not be told from that VM's noise (2026-11-23).
-    V t = V(_mm512_max_ps(_mm512_set1_ps(-104.0f), x));
-    t = V(_mm512_min_ps(_mm512_set1_ps(89.0f), t));
-    const V n = V(_mm512_roundscale_ps(t * V(1.44269504088896341f), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    V r = fmadd(n, V(-0.693359375f), t);
-    r = fmadd(n, V(2.12194440e-4f), r);
-    V p(1.9875691500e-4f);
-    p = fmadd(p, r, V(1.3981999507e-3f));
-    p = fmadd(p, r, V(8.3334519073e-3f));
-    p = fmadd(p, r, V(4.1665795894e-2f));
-    p = fmadd(p, r, V(1.6666665459e-1f));
-    p = fmadd(p, r, V(5.0000001201e-1f));
-    const V y = fmadd(fmadd(p, r, V(1.0f)), r, V(1.0f));
-    return V(_mm512_scalef_ps(y, n));
-  }
-#endif
-  const V lo(-104.0f), hi(89.0f);
-  V t;
-#if defined(__AVX__)
-  if constexpr (std::is_base_of_v<xsimd::avx, A>) {
-    t = V(_mm256_min_ps(hi, _mm256_max_ps(lo, x)));  // as above: NaN stays NaN
-  } else
-#endif
-#if defined(__SSE2__)
-  if constexpr (std::is_base_of_v<xsimd::sse2, A>) {
-    t = V(_mm_min_ps(hi, _mm_max_ps(lo, x)));
-  } else
-#endif
-  {
-    t = xsimd::select(x < lo, lo, x);  // NaN is kept: its comparisons are false
-    t = xsimd::select(hi < t, hi, t);
-  }
+  const V t = clamp_keep_nan(x, -104.0f, 89.0f);
   const V n = xsimd::nearbyint(t * V(1.44269504088896341f));
   V r = fmadd(n, V(-0.693359375f), t);
   r = fmadd(n, V(2.12194440e-4f), r);
@@ -136,10 +118,17 @@ template <class A>
   p = fmadd(p, r, V(4.1665795894e-2f));
   p = fmadd(p, r, V(1.6666665459e-1f));
   p = fmadd(p, r, V(5.0000001201e-1f));
-#if defined(__FMA__)
-  const V y = fmadd(fmadd(p, r, V(1.0f)), r, V(1.0f));  // as above, with FMA instructions
+  // (AVX-512 has FMA instructions of its own: -mavx512f alone does not define __FMA__)
+#if defined(__FMA__) || defined(__AVX512F__)
+  const V y = fmadd(fmadd(p, r, V(1.0f)), r, V(1.0f));
 #else
   const V y = fmadd(p, r * r, r) + V(1.0f);  // without FMA instructions each fmadd rounds twice
+#endif
+#if defined(__AVX512F__)
+  // 14 instructions in all. About 25% more exps per second than with 17 (a select clamp, e^r by
+  // a multiply, an FMA and an add) in a loop of nothing else (3.1 against 4.1 ns a vector, AMD
+  // Zen 4); a softmax gain could not be told from that VM's noise (2026-11-23).
+  if constexpr (std::is_base_of_v<xsimd::avx512f, A>) return V(_mm512_scalef_ps(y, n));
 #endif
   const I k = xsimd::batch_cast<std::int32_t>(n);  // exact: n is integral, |n| <= 150
   const I k1 = k >> 1, k2 = k - k1;                // each within [-75, 75]
