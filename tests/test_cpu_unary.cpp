@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <random>
 
 using namespace kiln;
 
@@ -179,6 +180,30 @@ TEST_CASE("f32 exp: error in ulp against exp in double, dense sweep") {
   // every float near overflow, and where the result is denormal
   CHECK(exp_sweep(bits_of(88.0f), bits_of(89.0f), 1, false) <= 2.0);
   CHECK(exp_sweep(bits_of(87.0f), bits_of(104.0f), 7, true) <= 2.0);
+}
+
+// On AVX2 a vector with one lane outside |x| <= 87 (or NaN) takes the other path as a whole
+// (simd::fn::exp_f32_table): every lane must still come out right, whichever lane it is.
+TEST_CASE("f32 exp: vectors that mix ordinary lanes with one far out, NaN or inf") {
+  using B = xsimd::batch<float>;
+  constexpr int W = static_cast<int>(B::size);
+  const float inf = std::numeric_limits<float>::infinity();
+  std::mt19937 gen(20261123);
+  std::uniform_real_distribution<float> ordinary(-80.0f, 80.0f);
+  for (float odd : {88.5f, -87.5f, -100.0f, 87.01f, -87.01f, inf, -inf, std::numeric_limits<float>::quiet_NaN()}) {
+    for (int at = 0; at < W; ++at) {
+      alignas(64) float in[W], out[W];
+      for (int l = 0; l < W; ++l) in[l] = l == at ? odd : ordinary(gen);
+      cpu::simd::fn::exp(B::load_aligned(in)).store_aligned(out);
+      for (int l = 0; l < W; ++l) {
+        INFO("x = " << in[l] << " in lane " << l << ", exp(x) = " << out[l]);
+        const double want = std::exp(static_cast<double>(in[l]));
+        if (std::isnan(in[l])) CHECK(std::isnan(out[l]));
+        else if (std::isinf(in[l])) CHECK(out[l] == std::exp(in[l]));
+        else CHECK(std::fabs(out[l] - want) <= ulp_at(want));
+      }
+    }
+  }
 }
 
 TEST_CASE("f32 exp: special values and the edge of overflow, through the CPU backend") {
