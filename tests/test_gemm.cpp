@@ -3,6 +3,7 @@
 // operands, epilogues (each element once, after its final sum), 1 vs 2 threads bitwise equal,
 // and the double, bf16, int32 and int64 paths.
 #include <atomic>
+#include <chrono>
 #include <doctest/doctest.h>
 #include <kiln/backend/cpu/gemm.hpp>
 
@@ -361,6 +362,50 @@ TEST_CASE("parallel_for covers [0, n) once, in non-empty contiguous chunks, with
         CHECK(calls <= std::max<long>(1, std::min<long>(long(threads) * cpu::chunks_per_thread, n / grain)));
       }
     }
+  }
+}
+
+TEST_CASE("with_team: parallel_for inside covers [0, n) once per job, job after job; exceptions come out") {
+  for (int threads : {1, 2, 3}) {
+    threads_guard t(threads);
+    INFO("threads " << threads);
+    std::set<std::thread::id> ids;
+    std::mutex ids_mutex;
+    long bad = 0;
+    cpu::with_team([&] {
+      for (int job = 0; job < 300; ++job) {
+        const index_t n = 1 + (job * 7919) % 5000;
+        std::vector<std::atomic<int>> seen(static_cast<std::size_t>(n));
+        cpu::parallel_for(n, 16, [&](index_t b, index_t e) {
+          for (index_t i = b; i < e; ++i) ++seen[static_cast<std::size_t>(i)];
+          if (job % 50 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+          std::lock_guard<std::mutex> l(ids_mutex);
+          ids.insert(std::this_thread::get_id());
+        }, job % 2 ? cpu::chunks_per_thread : 1);
+        for (auto& v : seen) bad += v != 1;
+        // a gemm (one share per thread) and a nested parallel_for inside a chunk
+        if (job % 100 == 0) {
+          const index_t m = 90, n2 = 110, k = 400;  // big enough to thread
+          const operand<float> a(1, m, k, layout::rows, false), b(1, k, n2, layout::cols, false);
+          output<float> c(1, m, n2);
+          cpu::gemm<float>(1, m, n2, k, a.ref, b.ref, {c.store.data(), 0, n2, 1});
+          CHECK(worst_error(c, product(1, m, n2, k, a, b)) <= 1e-4);
+        }
+      }
+    });
+    CHECK(bad == 0);
+#if defined(KILN_HAVE_OPENMP) && defined(_OPENMP)
+    if (threads > 1) CHECK(ids.size() > 1);  // the team's other threads took chunks
+#endif
+    CHECK(ids.size() <= static_cast<std::size_t>(threads));
+    // an exception from the body (after some jobs) ends the team and comes out of with_team
+    int after = 0;
+    CHECK_THROWS_WITH_AS(cpu::with_team([&] {
+      cpu::parallel_for(1000, 1, [](index_t, index_t) {});
+      throw std::runtime_error("kernel failed");
+    }), "kernel failed", std::runtime_error);
+    cpu::with_team([&] { cpu::parallel_for(100, 1, [&](index_t b, index_t e) { std::lock_guard<std::mutex> l(ids_mutex); after += int(e - b); }); });
+    CHECK(after == 100);
   }
 }
 
