@@ -383,7 +383,7 @@ TEST_CASE("with_team: parallel_for inside covers [0, n) once per job, job after 
           ids.insert(std::this_thread::get_id());
         }, job % 2 ? cpu::chunks_per_thread : 1);
         for (auto& v : seen) bad += v != 1;
-        // a gemm (one share per thread) and a nested parallel_for inside a chunk
+        // a gemm in the team (one share of the product per thread)
         if (job % 100 == 0) {
           const index_t m = 90, n2 = 110, k = 400;  // big enough to thread
           const operand<float> a(1, m, k, layout::rows, false), b(1, k, n2, layout::cols, false);

@@ -251,8 +251,8 @@ void parallel_for(index_t n, index_t grain, F&& fn, int per_thread = chunks_per_
   if (n <= 0) return;
   if (grain < 1) grain = 1;
   const index_t by_grain = n / grain;
-  const int threads = static_cast<int>(std::min<index_t>(detail::current_team() ? detail::current_team()->size() : num_threads(),
-                                                         by_grain > 1 ? by_grain : 1));
+  detail::team* const team = detail::current_team();
+  const int threads = static_cast<int>(std::min<index_t>(team ? team->size() : num_threads(), by_grain > 1 ? by_grain : 1));
   if (threads <= 1 || detail::in_parallel_region()) {
     fn(index_t{0}, n);
     return;
@@ -266,9 +266,9 @@ void parallel_for(index_t n, index_t grain, F&& fn, int per_thread = chunks_per_
     detail::in_parallel_region() = false;
   };
 #if defined(KILN_HAVE_OPENMP) && defined(_OPENMP)
-  if (detail::team* t = detail::current_team()) {
+  if (team) {
     const std::function<void(int)> job = chunk;
-    t->run(chunks, job);
+    team->run(chunks, job);
   } else if (chunks == threads) {
 #pragma omp parallel for num_threads(threads) schedule(static, 1)
     for (int c = 0; c < chunks; ++c) chunk(c);

@@ -144,7 +144,7 @@ alignas(32) inline constexpr std::uint32_t t[8] = {0x3f800000, 0x3f7b95c2, 0x3f7
                                                    0x3f7504f3, 0x3f75672a, 0x3f7744fd, 0x3f7ac0c7};
 alignas(32) inline constexpr float d[8] = {0.0f,           -0x1.9c0c22p-27f, 0x1.125002p-25f, -0x1.0a3550p-25f,
                                            0x1.26055cp-26f, 0x1.67a1cap-28f,  -0x1.f9c304p-27f, -0x1.a5217cp-28f};
-/// exp_f32_poly, out of line: the vectors with a lane of |x| > 87 (or NaN) that the table path
+/// exp_f32_poly, out of line: the vectors with a lane of |x| > 87 (or NaN, inf) that the table path
 /// does not cover, rare enough that a call costs nothing measurable.
 template <class A>
 [[gnu::noinline]] xsimd::batch<float, A> rare(const xsimd::batch<float, A>& x) {
@@ -161,8 +161,8 @@ template <class A>
 /// is folded into the polynomial's last FMA, and the result is s + s q, one rounding. Valid
 /// while s is a normal float: vectors with a lane of |x| > 87 (or NaN, or inf) go to
 /// exp_f32_poly instead, one test and a branch. Over every third float: at most 0.74 ulp for
-/// x >= 0 and 0.84 for x < 0 (where the worst is exp_f32_poly's), against 0.89; 0.40 against
-/// 0.53 ns a float in a loop of nothing else (AMD Zen 3, one thread, 2026-11-23).
+/// x >= 0 and 0.84 for x < 0 (where the worst is exp_f32_poly's), against 0.89; 0.321 against
+/// 0.408 ns a float in a loop of nothing else (AMD Zen 3, one thread, 2026-11-23).
 template <class A>
 [[gnu::always_inline]] inline xsimd::batch<float, A> exp_f32_table(const xsimd::batch<float, A>& x) {
   using V = xsimd::batch<float, A>;
