@@ -392,10 +392,28 @@ TEST_CASE("with_team: parallel_for inside covers [0, n) once per job, job after 
           CHECK(worst_error(c, product(1, m, n2, k, a, b)) <= 1e-4);
         }
       }
+      // The team's other threads take chunks. On a loaded machine (ctest -j2 beside compilers)
+      // another thread may not be scheduled before the caller has run every chunk of a short
+      // job, so here each chunk waits, up to 10 s, for a chunk to start on a second thread.
+      if (threads > 1) cpu::parallel_for(2, 1, [&](index_t, index_t) {
+        {
+          std::lock_guard<std::mutex> l(ids_mutex);
+          ids.insert(std::this_thread::get_id());
+        }
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        for (;;) {
+          {
+            std::lock_guard<std::mutex> l(ids_mutex);
+            if (ids.size() > 1) break;
+          }
+          if (std::chrono::steady_clock::now() > until) break;
+          std::this_thread::sleep_for(std::chrono::microseconds(100));
+        }
+      }, 1);
     });
     CHECK(bad == 0);
 #if defined(KILN_HAVE_OPENMP) && defined(_OPENMP)
-    if (threads > 1) CHECK(ids.size() > 1);  // the team's other threads took chunks
+    if (threads > 1) CHECK(ids.size() > 1);  // the team's other threads took chunks (see above)
 #endif
     CHECK(ids.size() <= static_cast<std::size_t>(threads));
     // an exception from the body (after some jobs) ends the team and comes out of with_team
