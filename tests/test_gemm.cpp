@@ -226,11 +226,16 @@ TEST_CASE("empty products write nothing; k = 0 gives zeros and still runs the ep
 }
 
 TEST_CASE("the epilogue sees every element once, after its final sum") {
+  // B by columns is packed; B by rows, with these few rows, is read in place, a column panel
+  // for all row tiles in turn, over two column blocks (n > NC)
+  for (const layout lb : {layout::cols, layout::rows})
   for (int threads : {1, 2}) {
     threads_guard t(threads);
-    const index_t batch = 2, m = 4 * fcfg::mr + 5, n = 5 * fcfg::nr + 7, k = 3 * fcfg::kc + 11;
+    const index_t batch = 2, m = 4 * fcfg::mr + 5, k = 3 * fcfg::kc + 11;
+    const index_t n = lb == layout::rows ? fcfg::nc + 5 * fcfg::nr + 7 : 5 * fcfg::nr + 7;
     CAPTURE(threads);
-    const operand<float> a(batch, m, k, layout::rows, false), b(batch, k, n, layout::cols, false);
+    CAPTURE(static_cast<int>(lb));
+    const operand<float> a(batch, m, k, layout::rows, false), b(batch, k, n, lb, false);
     output<float> c(batch, m, n, 3);
     std::vector<int> visits(batch * m * n, 0);
     std::vector<float> seen(batch * m * n, 0);

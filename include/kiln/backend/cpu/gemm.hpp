@@ -343,40 +343,57 @@ void gemm_block(index_t bi, index_t m0, index_t m1, index_t n0, index_t n1, inde
         if (edge_nv > 0)
           pack_b_edge<Arch>(b + pc * brs + (jc + full) * bcs, brs, bcs, kc, nc - full, edge_nv * cfg::width,
                             bp + (full - direct) * kc);
-        for (index_t ir = 0; ir < mc; ir += MR) {
+        // One MR x NR tile of C (rows ir, columns jr of this block).
+        auto tile_at = [&](index_t ir, index_t jr) {
           const index_t mr = std::min<index_t>(MR, mc - ir);
           const U* apanel = ap + ir * kc;
-          for (index_t jr = 0; jr < nc; jr += NR) {
-            const index_t nr = std::min<index_t>(NR, nc - jr);
-            const index_t i0 = ic + ir, j0 = jc + jr;
-            T* ct = c + i0 * ldc + j0;
-            const U* bpanel = jr < direct ? nullptr : bp + (jr - direct) * kc;
-            index_t ldb = NR;
-            if constexpr (std::is_same_v<T, U>) {
-              if (jr < direct) bpanel = b + pc * brs + j0, ldb = brs;
-              if (mr == MR && nr == NR) {
-                micro_kernel<U, Arch>(kc, apanel, bpanel, ldb, ct, ldc, first);
-                continue;
-              }
-            }
-            // edge tiles and converted types go through the tile buffer
-            if constexpr (cfg::vectorised) {
-              if (jr >= full) micro_kernel_narrow<U, Arch>(edge_nv, kc, apanel, bpanel, edge_nv * cfg::width, tile, NR);
-              else micro_kernel<U, Arch>(kc, apanel, bpanel, ldb, tile, NR, true);
-            } else {
-              micro_kernel<U, Arch>(kc, apanel, bpanel, ldb, tile, NR, true);
-            }
-            for (index_t r = 0; r < mr; ++r) {
-              T* cr = ct + r * ldc;
-              const U* tr = tile + r * NR;
-              if (first)
-                for (index_t j = 0; j < nr; ++j) cr[j] = static_cast<T>(tr[j]);
-              else
-                for (index_t j = 0; j < nr; ++j) cr[j] = static_cast<T>(static_cast<U>(cr[j]) + tr[j]);
+          const index_t nr = std::min<index_t>(NR, nc - jr);
+          const index_t i0 = ic + ir, j0 = jc + jr;
+          T* ct = c + i0 * ldc + j0;
+          const U* bpanel = jr < direct ? nullptr : bp + (jr - direct) * kc;
+          index_t ldb = NR;
+          if constexpr (std::is_same_v<T, U>) {
+            if (jr < direct) bpanel = b + pc * brs + j0, ldb = brs;
+            if (mr == MR && nr == NR) {
+              micro_kernel<U, Arch>(kc, apanel, bpanel, ldb, ct, ldc, first);
+              return;
             }
           }
+          // edge tiles and converted types go through the tile buffer
+          if constexpr (cfg::vectorised) {
+            if (jr >= full) micro_kernel_narrow<U, Arch>(edge_nv, kc, apanel, bpanel, edge_nv * cfg::width, tile, NR);
+            else micro_kernel<U, Arch>(kc, apanel, bpanel, ldb, tile, NR, true);
+          } else {
+            micro_kernel<U, Arch>(kc, apanel, bpanel, ldb, tile, NR, true);
+          }
+          for (index_t r = 0; r < mr; ++r) {
+            T* cr = ct + r * ldc;
+            const U* tr = tile + r * NR;
+            if (first)
+              for (index_t j = 0; j < nr; ++j) cr[j] = static_cast<T>(tr[j]);
+            else
+              for (index_t j = 0; j < nr; ++j) cr[j] = static_cast<T>(static_cast<U>(cr[j]) + tr[j]);
+          }
+        };
+        // Few rows (B read in place): all row tiles of a column panel in turn, so that the
+        // panel (kc x NR, 24 KiB for floats) is fetched from L3 once and the next tiles find it
+        // in L1/L2; row tile by row tile, each one would stream the whole B block again (1 MiB,
+        // more than the 512 KiB L2 of AMD Zen 3). 16 x 784 x 1024, one thread, Zen 3 VM: 0.47
+        // against 0.55 ms; 2 threads 0.25 against 0.29; 64 rows 0.93 against 1.05 (2 threads).
+        // With B packed, the same order measured level at 512^3 and 1024^3.
+        if (direct_b) {
+          for (index_t jr = 0; jr < nc; jr += NR)
+            for (index_t ir = 0; ir < mc; ir += MR) tile_at(ir, jr);
           if (last)
-            for (index_t r = 0; r < mr; ++r) ep(bi, ic + ir + r, jc, nc, c + (ic + ir + r) * ldc + jc);
+            for (index_t r = 0; r < mc; ++r) ep(bi, ic + r, jc, nc, c + (ic + r) * ldc + jc);
+        } else {
+          for (index_t ir = 0; ir < mc; ir += MR) {
+            for (index_t jr = 0; jr < nc; jr += NR) tile_at(ir, jr);
+            if (last) {
+              const index_t mr = std::min<index_t>(MR, mc - ir);
+              for (index_t r = 0; r < mr; ++r) ep(bi, ic + ir + r, jc, nc, c + (ic + ir + r) * ldc + jc);
+            }
+          }
         }
       }
     }
