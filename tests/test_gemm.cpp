@@ -8,7 +8,10 @@
 #include <kiln/backend/cpu/gemm.hpp>
 
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <mutex>
@@ -429,6 +432,54 @@ TEST_CASE("with_team: parallel_for inside covers [0, n) once per job, job after 
     }), "kernel failed", std::runtime_error);
     cpu::with_team([&] { cpu::parallel_for(100, 1, [&](index_t b, index_t e) { std::lock_guard<std::mutex> l(ids_mutex); after += int(e - b); }); });
     CHECK(after == 100);
+  }
+}
+
+TEST_CASE("with_team: jobs of alternating chunk counts run each chunk once, and a late thread takes nothing") {
+  // A thread late for job g must not take a chunk of job g + 1 while the caller is posting it
+  // (see team::take): before the fix (2026-11-24) this test hung in 6 runs of 6 (after 341 to
+  // 140k jobs). A hang fails the test by the watchdog instead of stalling the suite.
+  for (int threads : {2, 3}) {
+    threads_guard t(threads);
+    constexpr long jobs = 300000;
+    std::atomic<long> done{0};
+    std::mutex m;
+    std::condition_variable cv;
+    bool finished = false;
+    std::thread watchdog([&] {
+      std::unique_lock<std::mutex> l(m);
+      long last = -1;
+      while (!cv.wait_for(l, std::chrono::seconds(10), [&] { return finished; })) {
+        const long now = done.load();
+        if (now == last) {
+          std::fprintf(stderr, "with_team stress: no job finished in 10 s (after %ld of %ld, %d threads): hung\n", now, jobs, threads);
+          std::_Exit(3);
+        }
+        last = now;
+      }
+    });
+    long bad = 0;
+    std::vector<std::atomic<int>> seen(64);
+    cpu::with_team([&] {
+      for (long j = 0; j < jobs; ++j) {
+        const index_t n = j % 2 ? 64 : 2;
+        for (index_t i = 0; i < n; ++i) seen[static_cast<std::size_t>(i)].store(0, std::memory_order_relaxed);
+        cpu::parallel_for(n, 1, [&](index_t b, index_t e) {
+          for (index_t i = b; i < e; ++i) seen[static_cast<std::size_t>(i)].fetch_add(1, std::memory_order_relaxed);
+        }, 64);
+        for (index_t i = 0; i < n; ++i) bad += seen[static_cast<std::size_t>(i)].load() != 1;
+        done.store(j + 1);
+      }
+    });
+    {
+      std::lock_guard<std::mutex> l(m);
+      finished = true;
+    }
+    cv.notify_one();
+    watchdog.join();
+    CAPTURE(threads);
+    CHECK(done.load() == jobs);
+    CHECK(bad == 0);
   }
 }
 
