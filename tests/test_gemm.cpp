@@ -190,6 +190,30 @@ TEST_CASE("transposed and strided operands need no copies and give the same prod
     }
 }
 
+TEST_CASE("B by columns (x W^T) packs by 8 x 8 transposes: bitwise what B by rows gives") {
+  // k around the 8-step transposes (tails of 1-7) and across k blocks; n with an edge panel
+  for (int threads : {1, 2}) {
+    threads_guard t(threads);
+    for (index_t m : {5, 70})
+      for (index_t n : {index_t{1}, index_t{fcfg::nr}, index_t{3 * fcfg::nr + 5}})
+        for (index_t k : {index_t{1}, index_t{7}, index_t{8}, index_t{9}, index_t{17}, fcfg::kc + 5, 2 * fcfg::kc + 3}) {
+          CAPTURE(threads);
+          CAPTURE(m);
+          CAPTURE(n);
+          CAPTURE(k);
+          const operand<float> a(1, m, k, layout::rows, false), b(1, k, n, layout::cols, false);
+          std::vector<float> b_rows(static_cast<std::size_t>(k * n));  // the same B, by rows
+          for (index_t p = 0; p < k; ++p)
+            for (index_t j = 0; j < n; ++j) b_rows[static_cast<std::size_t>(p * n + j)] = static_cast<float>(b.at(0, p, j));
+          output<float> by_cols(1, m, n), by_rows(1, m, n);
+          cpu::gemm<float>(1, m, n, k, a.ref, b.ref, by_cols.ref());
+          cpu::gemm<float>(1, m, n, k, a.ref, {b_rows.data(), 0, n, 1}, by_rows.ref());
+          CHECK(std::memcmp(by_cols.store.data(), by_rows.store.data(), by_cols.store.size() * sizeof(float)) == 0);
+          CHECK(worst_error(by_cols, product(1, m, n, k, a, b)) <= 1e-4);
+        }
+  }
+}
+
 TEST_CASE("batches, with A or B broadcast (batch stride 0)") {
   check_product<float>(3, 19, 33, 41, layout::rows, layout::rows);
   check_product<float>(4, 19, 33, 41, layout::rows, layout::cols, true, false);
