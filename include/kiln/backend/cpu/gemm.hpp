@@ -19,7 +19,8 @@
 // a time, right after the micro-kernels stored them (about 16 KiB, in L1 or L2). Calling it per
 // micro-tile instead (segments of NR) measured the same, within noise.
 // Packing reads A and B through their strides, so a transposed or strided operand costs
-// nothing beyond the packing every product pays anyway. Threads split C into rectangles of
+// nothing beyond the packing every product pays anyway (a B stored by columns, as in x W^T,
+// is packed by 8 x 8 transposes in registers: pack_b_columns). Threads split C into rectangles of
 // whole micro-tiles (and the batch); each thread packs into its own buffers, so no thread
 // waits for another. Every element's sum runs over k in the same order whatever the thread
 // count, so 1 and N threads give bitwise-identical results.
