@@ -24,4 +24,6 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 # KILN_CTEST_ARGS: more ctest arguments (CI's sanitizer stage leaves out some tests: .ci/run)
 read -r -a ctest_args <<< "${KILN_CTEST_ARGS:-}"
-ctest --test-dir "$dir" --output-on-failure -j "$(nproc)" "${ctest_args[@]}"
+# a test that hangs fails after KILN_CTEST_TIMEOUT seconds (the slowest took 10 s, 31 s under
+# the sanitizers, on 2026-11-24) instead of holding the run for ever
+ctest --test-dir "$dir" --output-on-failure --timeout "${KILN_CTEST_TIMEOUT:-900}" -j "$(nproc)" "${ctest_args[@]}"
