@@ -181,7 +181,7 @@ void pack_a(const T* a, index_t rs, index_t cs, index_t mc, index_t kc, U* out) 
 
 // B stored by columns (row stride 1: B = W^T for a row-major W, as in the x W^T of a linear
 // layer's backward pass) packs by transposing 8 x 8 blocks in AVX registers: 8 columns of B
-// (rows of W) and 16 k steps, one cache line of each, at a time. Element by element, each k
+// (rows of W) by 8 k steps at a time (pack_b_columns). Element by element, each k
 // step read NR values a row of W apart: with W's rows 4 KiB apart (1024 floats) they all fall
 // in one set of L1, and a 16 x 1024 x 1024 product spent 72% of its time packing.
 template <class Arch, class T, class U, int NR>
@@ -213,8 +213,9 @@ inline constexpr bool gemm_pack_transposes =
 }
 
 // One panel of NR columns of B by columns (row stride 1, column stride cs): out[p*NR + j] =
-// b[p + j*cs], 8 columns at a time over all of kc (their 8 lines stay in L1 while all 16 floats
-// of each are used), the last kc % 8 steps element by element.
+// b[p + j*cs], 8 columns at a time over all of kc (8 k steps, half of each column's cache line,
+// per block: the next block reads the other half while the 8 lines are still in L1), the last
+// kc % 8 steps element by element.
 template <int NR>
 void pack_b_columns(const float* b, index_t cs, index_t kc, float* out) {
   for (int j8 = 0; j8 < NR; j8 += 8) {
