@@ -3,6 +3,7 @@
 #   scripts/test.sh                                  g++, build/
 #   CXX=clang++ scripts/test.sh                      clang, build-clang/
 #   KILN_SANITIZE=address,undefined scripts/test.sh  sanitizers, build-sanitize/
+#   KILN_EXAMPLES=OFF scripts/test.sh                without the examples (and their tests)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,7 +19,7 @@ dir=${BUILD_DIR:-$dir}
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 cmake -S . -B "$dir" -DCMAKE_CXX_COMPILER="$cxx" -DKILN_SANITIZE="$sanitize" -DCMAKE_BUILD_TYPE=Release \
-  -DKILN_BUILD_TESTS=ON -DKILN_BUILD_EXAMPLES=ON "${launcher[@]}"
+  -DKILN_BUILD_TESTS=ON -DKILN_BUILD_EXAMPLES="${KILN_EXAMPLES:-ON}" "${launcher[@]}"
 cmake --build "$dir" -j "$(nproc)"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
