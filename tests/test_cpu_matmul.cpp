@@ -95,3 +95,41 @@ TEST_CASE("an MLP forward: three matmul kernels with their epilogues, buffers re
     CHECK(cpu::stats().fused == 12);
   }
 }
+
+TEST_CASE("results and scratch buffers may come from the storage cache: stale NaNs there change nothing") {
+  // relu(x W^T + b) is a buffer between the matmul kernel and the softmax kernel; it and the
+  // result are 64 x 1024 floats (256 KiB: cached sizes). k = 1000 spans several k blocks,
+  // whose partial sums the GEMM adds into its destination after the first block stores.
+  using X = input<"x", f32, shape<dyn, 1000>>;
+  using Wt = param<"w", f32, shape<1024, 1000>>;
+  using B = param<"b", f32, shape<1024>>;
+  using E = decltype(softmax(relu(linear(X{}, Wt{}, B{}))));
+  constexpr const auto& s = plan<E>::schedule;
+  const std::size_t old = set_storage_cache_limit(std::size_t{64} << 20);
+  release_cached_storage();
+  const std::vector<any_tensor> leaves = kt::leaves_of(E{}, {{"x", kt::rand<float, 2>({64, 1000})},
+                                                           {"w", kt::rand<float, 2>({1024, 1000}, -0.05, 0.05)},
+                                                           {"b", kt::rand<float, 1>({1024})}});
+  const std::vector<any_tensor> want = eager::run(eager_graph<E>(), leaves);
+  {
+    std::vector<tensor<float, 2>> stale;  // four blocks of the result's size, full of NaNs
+    for (int i = 0; i < 4; ++i) {
+      stale.emplace_back(std::array<index_t, 2>{64, 1024});
+      std::fill(stale.back().data(), stale.back().data() + stale.back().numel(), std::nanf(""));
+    }
+  }
+  REQUIRE(storage_cache_statistics().blocks == 4);
+  const std::uint64_t h0 = storage_cache_statistics().hits;
+  std::vector<any_tensor> got = cpu::run_schedule<s>(leaves);
+  CHECK(storage_cache_statistics().hits >= h0 + 2);  // the buffer and the result
+  CHECK(kt::difference(want[0], got[0]) <= 1e-4);
+  const any_tensor first = got[0].clone();
+  got.clear();  // its block goes back, and serves the next call's result (the schedule keeps
+                // its scratch buffer between calls: cpu::detail::scratch_cache)
+  const std::uint64_t h1 = storage_cache_statistics().hits;
+  got = cpu::run_schedule<s>(leaves);
+  CHECK(storage_cache_statistics().hits == h1 + 1);
+  CHECK(kt::same_bits(first, got[0]));
+  release_cached_storage();
+  set_storage_cache_limit(old);
+}

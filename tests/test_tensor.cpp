@@ -1,9 +1,12 @@
 // Owning tensors, 64-byte alignment, element access, views that share storage, copies.
 #include "support.hpp"
 
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <thread>
+#include <vector>
 
 using namespace kiln;
 
@@ -160,4 +163,122 @@ TEST_CASE("typed wrappers check dtype and rank of erased tensors") {
   CHECK_THROWS_AS((tensor<float, 2>(t)), dtype_error);
   CHECK_THROWS_AS((tensor<double, 3>(t)), shape_error);
   CHECK_NOTHROW((tensor<double, 2>(t)));
+}
+
+// ---- the storage cache (core/storage.hpp) ----
+
+namespace {
+/// Empties the cache and sets its limit for one test case; puts the old limit back after.
+struct cache_scope {
+  std::size_t old;
+  explicit cache_scope(std::size_t limit) : old(set_storage_cache_limit(0)) { set_storage_cache_limit(limit); }
+  ~cache_scope() {
+    release_cached_storage();
+    set_storage_cache_limit(old);
+  }
+};
+}  // namespace
+
+TEST_CASE("storage cache: a freed large block serves the next allocation of its size, zero-filled when asked") {
+  cache_scope scope(std::size_t{64} << 20);
+  const index_t n = 1 << 18;  // 1 MiB of floats
+  const storage_cache_stats s0 = storage_cache_statistics();
+  CHECK(s0.bytes == 0);
+  const float* first = nullptr;
+  {
+    tensor<float, 1> t = kt::random<float, 1>({n}, 1, 2);
+    first = t.data();
+  }
+  const storage_cache_stats s1 = storage_cache_statistics();
+  CHECK(s1.blocks == 1);
+  CHECK(s1.bytes == static_cast<std::size_t>(n) * 4);
+  {
+    tensor<float, 1> z({n});  // same size: the same block, zero-filled again
+    CHECK(z.data() == first);
+    for (index_t i = 0; i < n; ++i) REQUIRE(z.data()[i] == 0.0f);
+    CHECK(storage_cache_statistics().hits == s1.hits + 1);
+    CHECK(storage_cache_statistics().bytes == 0);
+  }
+  {
+    tensor<float, 1> near({n - 1000});  // rounds up to the same 4 KiB multiple
+    CHECK(near.data() == first);
+    tensor<float, 1> other({n + 1024});  // a size the cache does not hold
+    CHECK(other.data() != first);
+    CHECK(storage_cache_statistics().misses == s1.misses + 1);
+  }
+  CHECK(storage_cache_statistics().blocks == 2);
+  {
+    tensor<float, 2> small({7, 17});  // below storage_cache_min_bytes: never held
+    (void)small;
+  }
+  CHECK(storage_cache_statistics().blocks == 2);
+}
+
+TEST_CASE("storage cache: the limit holds, the blocks freed longest ago go first, 0 turns it off") {
+  cache_scope scope(std::size_t{3} << 20);
+  const index_t n = 1 << 18;
+  std::vector<const float*> freed;
+  {
+    std::vector<tensor<float, 1>> ts;
+    for (int i = 0; i < 4; ++i) ts.emplace_back(std::array<index_t, 1>{n});
+    for (auto& t : ts) freed.push_back(t.data());
+    const std::uint64_t e0 = storage_cache_statistics().evictions;
+    for (auto& t : ts) t = tensor<float, 1>();  // freed in order: the first goes to make room for the fourth
+    CHECK(storage_cache_statistics().evictions == e0 + 1);
+  }
+  CHECK(storage_cache_statistics().bytes == std::size_t{3} << 20);
+  {
+    tensor<float, 1> a({n}), b({n}), c({n});  // the three newest, newest first
+    CHECK(a.data() == freed[3]);
+    CHECK(b.data() == freed[2]);
+    CHECK(c.data() == freed[1]);
+  }
+  {
+    tensor<float, 1> big({1 << 20});  // 4 MiB: larger than the limit, never held
+    (void)big;
+  }
+  CHECK(storage_cache_statistics().bytes == std::size_t{3} << 20);
+  CHECK(set_storage_cache_limit(std::size_t{1} << 20) == std::size_t{3} << 20);
+  CHECK(storage_cache_statistics().bytes == std::size_t{1} << 20);
+  set_storage_cache_limit(0);
+  CHECK(storage_cache_statistics().bytes == 0);
+  {
+    tensor<float, 1> t({n});
+    (void)t;
+  }
+  CHECK(storage_cache_statistics().blocks == 0);
+  CHECK(storage_cache_limit() == 0);
+}
+
+TEST_CASE("storage cache: threads allocating and freeing at once never share a block") {
+  cache_scope scope(std::size_t{8} << 20);
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 4; ++w)
+    threads.emplace_back([w, &bad] {
+      std::uint32_t r = 12345u + static_cast<std::uint32_t>(w);
+      std::vector<any_tensor> mine;
+      for (int i = 0; i < 3000; ++i) {
+        r = r * 1664525u + 1013904223u;
+        if (mine.size() < 3 && (r >> 30) != 0) {
+          const index_t n = (index_t{1} << 15) << ((r >> 8) % 3);  // 128, 256 or 512 KiB
+          any_tensor t(dtype::i32, dims{n}, uninitialized);
+          auto* p = reinterpret_cast<std::int32_t*>(t.bytes());
+          for (index_t j = 0; j < n; j += 1024) p[j] = w * 100000 + i;
+          mine.push_back(std::move(t));
+        } else if (!mine.empty()) {
+          const any_tensor& t = mine.front();
+          const auto* p = reinterpret_cast<const std::int32_t*>(t.bytes());
+          const std::int32_t v = p[0];
+          for (index_t j = 0; j < t.numel(); j += 1024)
+            if (p[j] != v || v / 100000 != w) ++bad;  // another thread wrote into this block
+          mine.erase(mine.begin());
+        }
+      }
+    });
+  for (auto& t : threads) t.join();
+  CHECK(bad.load() == 0);
+  const storage_cache_stats s = storage_cache_statistics();
+  CHECK(s.bytes <= std::size_t{8} << 20);
+  CHECK(s.hits > 0);
 }

@@ -22,12 +22,10 @@
 #include "error.hpp"
 #include "expr_fwd.hpp"
 #include "shape.hpp"
+#include "storage.hpp"
 #include "shape_rules.hpp"
 
 namespace kiln {
-
-/// Alignment of every allocation, in bytes (a cache line, and the widest SIMD register).
-inline constexpr std::size_t storage_alignment = 64;
 
 /// Calls f(idx) for every multi-index of `shape` in row-major order (idx is an index_t array
 /// of length shape.rank). Does nothing for a shape with a zero extent.
@@ -63,10 +61,12 @@ class any_tensor {
   any_tensor(dtype dt, const dims& shape, uninitialized_t) : dt_(dt), shape_(shape), strides_(contiguous_strides(shape)) {
     for (int i = 0; i < shape.rank; ++i)
       if (shape.e[i] < 0) throw shape_error("tensor", shape, "has a negative or dynamic extent");
-    auto* p = static_cast<std::byte*>(::operator new(padded_bytes(), std::align_val_t{storage_alignment}));
-    mem_ = std::shared_ptr<std::byte>(p, [](std::byte* q) {
-      ::operator delete(q, std::align_val_t{storage_alignment});
-    });
+    // storage from kiln's cache of large freed blocks (core/storage.hpp)
+    auto& cache = detail::storage_cache::get();
+    const std::size_t size = cache.rounded_size(padded_bytes());
+    // (if making the control block throws, shared_ptr calls the deleter itself)
+    mem_ = std::shared_ptr<std::byte>(cache.allocate(size),
+                                      [size](std::byte* q) { detail::storage_cache::get().release(q, size); });
   }
 
   bool defined() const { return mem_ != nullptr; }

@@ -27,23 +27,24 @@ struct view {
   dims shape{}, strides{};
 };
 
-/// An uninitialised allocation aligned like tensor storage (scratch buffers and temporaries).
+/// An uninitialised allocation aligned like tensor storage (scratch buffers and temporaries),
+/// from the same cache of large blocks (core/storage.hpp).
 class block {
  public:
   block() = default;
   explicit block(std::size_t bytes)
-      : p_(static_cast<std::byte*>(::operator new(bytes ? bytes : 1, std::align_val_t{storage_alignment}))) {}
-  block(block&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
+      : size_(kiln::detail::storage_cache::rounded_size(bytes)), p_(kiln::detail::storage_cache::get().allocate(size_)) {}
+  block(block&& o) noexcept : size_(o.size_), p_(std::exchange(o.p_, nullptr)) {}
   block& operator=(block&& o) noexcept {
+    std::swap(size_, o.size_);
     std::swap(p_, o.p_);
     return *this;
   }
-  ~block() {
-    if (p_) ::operator delete(p_, std::align_val_t{storage_alignment});
-  }
+  ~block() { kiln::detail::storage_cache::get().release(p_, size_); }
   std::byte* data() const { return p_; }
 
  private:
+  std::size_t size_ = 0;
   std::byte* p_ = nullptr;
 };
 
