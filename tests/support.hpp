@@ -73,4 +73,19 @@ T& at(const kiln::tensor<T, R>& t, const kiln::index_t* idx) {
   return t.data()[t.any().offset_of(idx)];
 }
 
+/// Empties kiln's storage cache and sets its limit for one scope; empties it again and puts
+/// the old limit back at the end, whatever happened in between.
+struct storage_cache_scope {
+  std::size_t old;
+  explicit storage_cache_scope(std::size_t limit) : old(kiln::set_storage_cache_limit(0)) {
+    kiln::set_storage_cache_limit(limit);
+  }
+  storage_cache_scope(const storage_cache_scope&) = delete;
+  storage_cache_scope& operator=(const storage_cache_scope&) = delete;
+  ~storage_cache_scope() {
+    kiln::release_cached_storage();
+    kiln::set_storage_cache_limit(old);
+  }
+};
+
 }  // namespace kt

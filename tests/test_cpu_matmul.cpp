@@ -105,12 +105,11 @@ TEST_CASE("results and scratch buffers may come from the storage cache: stale Na
   using B = param<"b", f32, shape<1024>>;
   using E = decltype(softmax(relu(linear(X{}, Wt{}, B{}))));
   constexpr const auto& s = plan<E>::schedule;
-  const std::size_t old = set_storage_cache_limit(std::size_t{64} << 20);
-  release_cached_storage();
   const std::vector<any_tensor> leaves = kt::leaves_of(E{}, {{"x", kt::rand<float, 2>({64, 1000})},
                                                            {"w", kt::rand<float, 2>({1024, 1000}, -0.05, 0.05)},
                                                            {"b", kt::rand<float, 1>({1024})}});
   const std::vector<any_tensor> want = eager::run(eager_graph<E>(), leaves);
+  kt::storage_cache_scope scope(std::size_t{64} << 20);  // empty (the eager run's blocks gone)
   {
     std::vector<tensor<float, 2>> stale;  // four blocks of the result's size, full of NaNs
     for (int i = 0; i < 4; ++i) {
@@ -130,6 +129,4 @@ TEST_CASE("results and scratch buffers may come from the storage cache: stale Na
   got = cpu::run_schedule<s>(leaves);
   CHECK(storage_cache_statistics().hits == h1 + 1);
   CHECK(kt::same_bits(first, got[0]));
-  release_cached_storage();
-  set_storage_cache_limit(old);
 }

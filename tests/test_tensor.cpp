@@ -167,20 +167,9 @@ TEST_CASE("typed wrappers check dtype and rank of erased tensors") {
 
 // ---- the storage cache (core/storage.hpp) ----
 
-namespace {
-/// Empties the cache and sets its limit for one test case; puts the old limit back after.
-struct cache_scope {
-  std::size_t old;
-  explicit cache_scope(std::size_t limit) : old(set_storage_cache_limit(0)) { set_storage_cache_limit(limit); }
-  ~cache_scope() {
-    release_cached_storage();
-    set_storage_cache_limit(old);
-  }
-};
-}  // namespace
 
 TEST_CASE("storage cache: a freed large block serves the next allocation of its size, zero-filled when asked") {
-  cache_scope scope(std::size_t{64} << 20);
+  kt::storage_cache_scope scope(std::size_t{64} << 20);
   const index_t n = 1 << 18;  // 1 MiB of floats
   const storage_cache_stats s0 = storage_cache_statistics();
   CHECK(s0.bytes == 0);
@@ -191,10 +180,17 @@ TEST_CASE("storage cache: a freed large block serves the next allocation of its 
   }
   const storage_cache_stats s1 = storage_cache_statistics();
   CHECK(s1.blocks == 1);
+#if defined(KILN_ASAN)
+  CHECK(__asan_address_is_poisoned(first));  // held blocks are poisoned, handed-out ones not
+  CHECK(__asan_address_is_poisoned(first + n - 1));
+#endif
   CHECK(s1.bytes == static_cast<std::size_t>(n) * 4);
   {
     tensor<float, 1> z({n});  // same size: the same block, zero-filled again
     CHECK(z.data() == first);
+#if defined(KILN_ASAN)
+    CHECK(__asan_region_is_poisoned(z.data(), static_cast<std::size_t>(n) * 4) == nullptr);
+#endif
     for (index_t i = 0; i < n; ++i) REQUIRE(z.data()[i] == 0.0f);
     CHECK(storage_cache_statistics().hits == s1.hits + 1);
     CHECK(storage_cache_statistics().bytes == 0);
@@ -215,7 +211,7 @@ TEST_CASE("storage cache: a freed large block serves the next allocation of its 
 }
 
 TEST_CASE("storage cache: the limit holds, the blocks freed longest ago go first, 0 turns it off") {
-  cache_scope scope(std::size_t{3} << 20);
+  kt::storage_cache_scope scope(std::size_t{3} << 20);
   const index_t n = 1 << 18;
   std::vector<const float*> freed;
   {
@@ -251,7 +247,7 @@ TEST_CASE("storage cache: the limit holds, the blocks freed longest ago go first
 }
 
 TEST_CASE("storage cache: threads allocating and freeing at once never share a block") {
-  cache_scope scope(std::size_t{8} << 20);
+  kt::storage_cache_scope scope(std::size_t{8} << 20);
   std::atomic<int> bad{0};
   std::vector<std::thread> threads;
   for (int w = 0; w < 4; ++w)

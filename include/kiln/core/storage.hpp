@@ -8,16 +8,22 @@
 // clear_page and the rest of the page-fault path). glibc's malloc gives such blocks back with
 // munmap or trims them off its heap, so it does not keep them either.
 //
-// The cache holds at most storage_cache_limit() bytes (256 MiB unless KILN_STORAGE_CACHE_BYTES
-// says otherwise, or set_storage_cache_limit is called; 0 turns it off), and gives back the
-// blocks freed longest ago first. release_cached_storage() gives everything back. It is one
-// per process and thread-safe; under AddressSanitizer the cached blocks are poisoned, so a use
-// after free is still reported.
+// The cache holds at most storage_cache_limit() bytes (256 MiB unless KILN_STORAGE_CACHE_BYTES,
+// a decimal byte count read once, at the first allocation, says otherwise, or
+// set_storage_cache_limit is called; 0 turns it off), and gives back the blocks freed longest
+// ago first. Only blocks of the same rounded size are reused. release_cached_storage() gives
+// everything back, and an allocation that the system refuses is tried again once after that.
+// It is one per process and thread-safe.
+//
+// Under AddressSanitizer the default limit is 0: a reused block would end ASan's quarantine
+// of freed memory early, so a dangling pointer into it would go unreported once the block
+// serves another tensor. With a limit set there, the blocks are poisoned while cached.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <new>
 #include <vector>
@@ -64,29 +70,27 @@ class storage_cache {
   /// size: from rounded_size.
   std::byte* allocate(std::size_t size) {
     if (size >= storage_cache_min_bytes) {
-      std::lock_guard lock(m_);
-      for (std::size_t i = held_.size(); i-- > 0;) {  // the most recently freed first
-        if (held_[i].size != size) continue;
-        std::byte* p = held_[i].p;
-        held_.erase(held_.begin() + static_cast<std::ptrdiff_t>(i));
-        bytes_ -= size;
-        ++hits_;
-#if defined(KILN_ASAN)
-        ASAN_UNPOISON_MEMORY_REGION(p, size);
-#endif
-        return p;
-      }
-      if (limit_ > 0) ++misses_;
+      if (std::byte* p = take(size)) return p;
     }
-    return static_cast<std::byte*>(::operator new(size, std::align_val_t{storage_alignment}));
+    try {
+      return static_cast<std::byte*>(::operator new(size, std::align_val_t{storage_alignment}));
+    } catch (const std::bad_alloc&) {  // the cached blocks may be what the system lacks
+      if (stats().bytes == 0) throw;
+      clear();
+      return static_cast<std::byte*>(::operator new(size, std::align_val_t{storage_alignment}));
+    }
   }
 
   void release(std::byte* p, std::size_t size) noexcept {
     if (!p) return;
+    if (size < storage_cache_min_bytes) {  // never cached: no lock
+      free_block(p);
+      return;
+    }
     std::vector<block> out;
     {
       std::lock_guard lock(m_);
-      if (size >= storage_cache_min_bytes && size <= limit_) {
+      if (size <= limit_) {
         try {
           held_.push_back({p, size});
           p = nullptr;
@@ -135,6 +139,7 @@ class storage_cache {
   /// Allocation sizes: a multiple of the alignment, at least one unit; cacheable sizes a
   /// multiple of 4 KiB, so that nearly equal sizes share blocks.
   static std::size_t rounded_size(std::size_t bytes) {
+    if (bytes > std::numeric_limits<std::size_t>::max() / 2) throw std::bad_array_new_length();
     const std::size_t unit = bytes >= storage_cache_min_bytes ? std::size_t{4096} : storage_alignment;
     const std::size_t r = (bytes + unit - 1) / unit * unit;
     return r ? r : storage_alignment;
@@ -151,6 +156,23 @@ class storage_cache {
       const long long v = std::strtoll(e, &end, 10);
       if (end != e && *end == '\0' && v >= 0) limit_ = static_cast<std::size_t>(v);
     }
+  }
+  /// A held block of this size (the most recently freed), or null.
+  std::byte* take(std::size_t size) {
+    std::lock_guard lock(m_);
+    for (std::size_t i = held_.size(); i-- > 0;) {
+      if (held_[i].size != size) continue;
+      std::byte* p = held_[i].p;
+      held_.erase(held_.begin() + static_cast<std::ptrdiff_t>(i));
+      bytes_ -= size;
+      ++hits_;
+#if defined(KILN_ASAN)
+      ASAN_UNPOISON_MEMORY_REGION(p, size);
+#endif
+      return p;
+    }
+    if (limit_ > 0) ++misses_;
+    return nullptr;
   }
   /// Moves the oldest blocks to `out` until at most `keep` bytes are held (m_ held).
   void trim(std::size_t keep, std::vector<block>& out) {
@@ -180,14 +202,19 @@ class storage_cache {
 
   std::mutex m_;
   std::vector<block> held_;  // oldest first
+#if defined(KILN_ASAN)
+  std::size_t bytes_ = 0, limit_ = 0;
+#else
   std::size_t bytes_ = 0, limit_ = std::size_t{256} << 20;
+#endif
   std::uint64_t hits_ = 0, misses_ = 0, evictions_ = 0;
 };
 
 }  // namespace detail
 
 /// Sets the most bytes the storage cache holds (0: none; it gives back what is over at once);
-/// returns the previous limit. The default is 256 MiB, or KILN_STORAGE_CACHE_BYTES.
+/// returns the previous limit. The default is 256 MiB (0 under AddressSanitizer), or
+/// KILN_STORAGE_CACHE_BYTES.
 inline std::size_t set_storage_cache_limit(std::size_t bytes) { return detail::storage_cache::get().set_limit(bytes); }
 inline std::size_t storage_cache_limit() { return detail::storage_cache::get().limit(); }
 /// Gives every cached block back to the system (the limit stays).
