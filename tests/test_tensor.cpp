@@ -167,7 +167,6 @@ TEST_CASE("typed wrappers check dtype and rank of erased tensors") {
 
 // ---- the storage cache (core/storage.hpp) ----
 
-
 TEST_CASE("storage cache: a freed large block serves the next allocation of its size, zero-filled when asked") {
   kt::storage_cache_scope scope(std::size_t{64} << 20);
   const index_t n = 1 << 18;  // 1 MiB of floats

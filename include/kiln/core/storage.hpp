@@ -9,7 +9,7 @@
 // munmap or trims them off its heap, so it does not keep them either.
 //
 // The cache holds at most storage_cache_limit() bytes (256 MiB unless KILN_STORAGE_CACHE_BYTES,
-// a decimal byte count read once, at the first allocation, says otherwise, or
+// a decimal byte count read once, when the cache is first used, says otherwise, or
 // set_storage_cache_limit is called; 0 turns it off), and gives back the blocks freed longest
 // ago first. Only blocks of the same rounded size are reused. release_cached_storage() gives
 // everything back, and an allocation that the system refuses is tried again once after that.

@@ -22,8 +22,8 @@
 #include "error.hpp"
 #include "expr_fwd.hpp"
 #include "shape.hpp"
-#include "storage.hpp"
 #include "shape_rules.hpp"
+#include "storage.hpp"
 
 namespace kiln {
 
@@ -63,7 +63,7 @@ class any_tensor {
       if (shape.e[i] < 0) throw shape_error("tensor", shape, "has a negative or dynamic extent");
     // storage from kiln's cache of large freed blocks (core/storage.hpp)
     auto& cache = detail::storage_cache::get();
-    const std::size_t size = cache.rounded_size(padded_bytes());
+    const std::size_t size = detail::storage_cache::rounded_size(padded_bytes());
     // (if making the control block throws, shared_ptr calls the deleter itself)
     mem_ = std::shared_ptr<std::byte>(cache.allocate(size),
                                       [size](std::byte* q) { detail::storage_cache::get().release(q, size); });
