@@ -69,6 +69,61 @@ TEST_CASE("scatter_add: repeated indices add, against a plain loop") {
   }
 }
 
+// Sums into every row of a [rows, ...row shape] result, in index order, in double: what the
+// backends compute, rounded to float once.
+std::vector<float> scatter_add_loop(const std::vector<double>& idx, const std::vector<double>& src, index_t rows,
+                                    index_t width) {
+  std::vector<double> sum(static_cast<std::size_t>(rows * width), 0.0);
+  for (std::size_t k = 0; k < idx.size(); ++k)
+    for (index_t c = 0; c < width; ++c)
+      sum[static_cast<std::size_t>(static_cast<index_t>(idx[k]) * width + c)] +=
+          src[k * static_cast<std::size_t>(width) + static_cast<std::size_t>(c)];
+  return std::vector<float>(sum.begin(), sum.end());
+}
+
+TEST_CASE("scatter_add, CPU backend: wide rows, strided sources, 1 vs 3 threads, stale blocks in the storage cache") {
+  // 300 x 1000 floats summed in double: a 2.4 MB accumulator, a size the storage cache holds;
+  // blocks of that size full of NaNs are waiting there, so an accumulator not zeroed shows.
+  using I = input<"i", i64, shape<dyn>>;
+  const index_t n = 700, rows = 300;
+  const any_tensor idx = kt::random_tensor(i64, dims{n}, 0, rows);  // repeats: they add
+  const std::vector<double> iv = kt::values_of(idx);
+  kt::storage_cache_scope scope(std::size_t{64} << 20);
+  {
+    std::vector<tensor<double, 2>> stale;
+    for (int i = 0; i < 3; ++i) {
+      stale.emplace_back(std::array<index_t, 2>{rows, 1000});
+      std::fill(stale.back().data(), stale.back().data() + stale.back().numel(), std::nan(""));
+    }
+  }
+  SUBCASE("rows of one axis, the source transposed") {
+    using S = input<"s", f32, shape<dyn, 1000>>;
+    using L = input<"l", f32, shape<300, 1000>>;
+    const any_tensor s = kt::random_tensor(f32, dims{1000, n}).transpose(0, 1);
+    const std::vector<float> want = scatter_add_loop(iv, kt::values_of(s), rows, 1000);
+    const std::uint64_t h0 = storage_cache_statistics().hits;
+    const any_tensor got = eval_any(scatter_add(I{}, S{}, L{}), {{"i", idx}, {"s", s}, {"l", kt::random_tensor(f32, dims{rows, 1000})}});
+    CHECK(storage_cache_statistics().hits > h0);
+    const std::vector<double> g = kt::values_of(got);
+    std::size_t wrong = 0;
+    for (std::size_t q = 0; q < want.size(); ++q) wrong += static_cast<float>(g[q]) != want[q];
+    CHECK(wrong == 0);
+    CHECK(kt::cpu_vs_eager(scatter_add(I{}, S{}, L{}), {{"i", idx}, {"s", s}, {"l", got}}) == 0);
+  }
+  SUBCASE("rows of two axes") {
+    using S = input<"s", f32, shape<dyn, 4, 250>>;
+    using L = input<"l", f32, shape<300, 4, 250>>;
+    const any_tensor s = kt::random_tensor(f32, dims{n, 4, 250});
+    const std::vector<float> want = scatter_add_loop(iv, kt::values_of(s), rows, 1000);
+    const any_tensor got = eval_any(scatter_add(I{}, S{}, L{}), {{"i", idx}, {"s", s}, {"l", kt::random_tensor(f32, dims{rows, 4, 250})}});
+    const std::vector<double> g = kt::values_of(got);
+    std::size_t wrong = 0;
+    for (std::size_t q = 0; q < want.size(); ++q) wrong += static_cast<float>(g[q]) != want[q];
+    CHECK(wrong == 0);
+    CHECK(kt::cpu_vs_eager(scatter_add(I{}, S{}, L{}), {{"i", idx}, {"s", s}, {"l", got}}) == 0);
+  }
+}
+
 TEST_CASE("gradients: embedding to its table, scatter_add to its source") {
   using T = input<"t", f64, shape<6, 3>>;
   using I = input<"i", i64, shape<4, 2>>;

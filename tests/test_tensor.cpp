@@ -5,6 +5,8 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -276,4 +278,26 @@ TEST_CASE("storage cache: threads allocating and freeing at once never share a b
   const storage_cache_stats s = storage_cache_statistics();
   CHECK(s.bytes <= std::size_t{8} << 20);
   CHECK(s.hits > 0);
+}
+
+TEST_CASE("settings from the environment: decimal integers at or above a minimum, anything else ignored") {
+  constexpr const char* name = "KILN_TEST_ENV_INTEGER";
+  auto read = [&](const char* value, long long least) {
+    if (value) ::setenv(name, value, 1);
+    else ::unsetenv(name);
+    return kiln::detail::env_integer(name, least);
+  };
+  CHECK(read(nullptr, 0) == std::nullopt);
+  CHECK(read("", 0) == std::nullopt);
+  CHECK(read("0", 0) == 0LL);
+  CHECK(read("268435456", 0) == 268435456LL);
+  CHECK(read("3", 1) == 3LL);
+  // each of these warns on stderr and leaves the default in force
+  CHECK(read("0", 1) == std::nullopt);
+  CHECK(read("-4", 0) == std::nullopt);
+  CHECK(read("4x", 1) == std::nullopt);
+  CHECK(read("256M", 0) == std::nullopt);
+  CHECK(read("two", 1) == std::nullopt);
+  CHECK(read("99999999999999999999999", 0) == std::nullopt);
+  ::unsetenv(name);
 }

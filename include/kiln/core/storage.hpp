@@ -22,11 +22,12 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <limits>
 #include <mutex>
 #include <new>
 #include <vector>
+
+#include "env.hpp"
 
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
@@ -151,11 +152,7 @@ class storage_cache {
     std::size_t size;
   };
   storage_cache() {
-    if (const char* e = std::getenv("KILN_STORAGE_CACHE_BYTES")) {
-      char* end = nullptr;
-      const long long v = std::strtoll(e, &end, 10);
-      if (end != e && *end == '\0' && v >= 0) limit_ = static_cast<std::size_t>(v);
-    }
+    if (const auto v = env_integer("KILN_STORAGE_CACHE_BYTES", 0)) limit_ = static_cast<std::size_t>(*v);
   }
   /// A held block of this size (the most recently freed), or null.
   std::byte* take(std::size_t size) {

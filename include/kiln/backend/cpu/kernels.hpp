@@ -50,6 +50,7 @@
 #include <mutex>
 #include <utility>
 
+#include "../../core/env.hpp"
 #include "analysis.hpp"
 #include "gemm.hpp"
 #include "movement.hpp"
@@ -114,11 +115,7 @@ inline std::int64_t last_level_cache_bytes() {
 }
 inline std::int64_t& stream_setting() {
   static std::int64_t b = [] {
-    if (const char* e = std::getenv("KILN_STREAM_BYTES")) {
-      char* end = nullptr;
-      const long long v = std::strtoll(e, &end, 10);
-      if (end != e && *end == '\0' && v >= 0) return static_cast<std::int64_t>(v);
-    }
+    if (const auto v = kiln::detail::env_integer("KILN_STREAM_BYTES", 0)) return static_cast<std::int64_t>(*v);
     return last_level_cache_bytes();
   }();
   return b;

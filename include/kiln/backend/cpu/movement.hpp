@@ -65,28 +65,42 @@ inline void run_gather(const view& table, const view& idx, const view& out) {
 
 /// Zeros shaped like out, with src's rows added at the indexed rows; floating-point sums in
 /// double, as the eager reference; threads over the columns of a row, so each output element
-/// is summed by one thread in index order (the same result for any thread count).
+/// is summed by one thread in index order (the same result for any thread count). The
+/// accumulator comes from the storage cache (block), so a large one, an embedding table's
+/// gradient, reuses mapped memory from call to call instead of faulting in fresh pages.
 inline void run_scatter_add(const view& idx, const view& src, const view& out) {
   const std::vector<index_t> rows = checked_indices("scatter_add", idx, out.shape.e[0]);
   const index_t width = out.shape.numel() / (out.shape.e[0] > 0 ? out.shape.e[0] : 1);
   visit(out.dt, [&]<dtype D>() {
     if constexpr (D != dtype::boolean) {
       using acc_t = std::conditional_t<is_floating(D), double, compute_t<D>>;
-      std::vector<acc_t> acc(static_cast<std::size_t>(out.shape.numel()), acc_t(0));
+      const auto numel = static_cast<std::size_t>(out.shape.numel());
+      block mem(numel * sizeof(acc_t));
+      acc_t* const acc = reinterpret_cast<acc_t*>(mem.data());
+      std::fill(acc, acc + numel, acc_t(0));
       const int lead = idx.shape.rank;
+      auto add = [](acc_t& a, storage_t<D> v) {
+        const auto x = static_cast<acc_t>(static_cast<compute_t<D>>(v));
+        if constexpr (std::is_integral_v<acc_t>)
+          a = static_cast<acc_t>(static_cast<std::make_unsigned_t<acc_t>>(a) + static_cast<std::make_unsigned_t<acc_t>>(x));
+        else a += x;
+      };
       parallel_for(width, 256, [&](index_t c0, index_t c1) {
         for (std::size_t k = 0; k < rows.size(); ++k) {
           const view s = row_of(src, lead, idx.shape, static_cast<index_t>(k));
-          acc_t* a = acc.data() + rows[k] * width;
+          const auto* sp = reinterpret_cast<const storage_t<D>*>(s.p);
+          acc_t* a = acc + rows[k] * width;
+          if (s.shape.rank == 1) {  // rows of one axis (an embedding's): columns c0 .. c1 directly
+            const index_t st = s.strides.e[0];
+            for (index_t c = c0; c < c1; ++c) add(a[c], sp[c * st]);
+            continue;
+          }
           index_t c = 0;
           for_each_index(s.shape, [&](const index_t* ri) {
             if (c >= c0 && c < c1) {
               index_t off = 0;
               for (int d = 0; d < s.shape.rank; ++d) off += ri[d] * s.strides.e[d];
-              const auto x = static_cast<acc_t>(static_cast<compute_t<D>>(reinterpret_cast<const storage_t<D>*>(s.p)[off]));
-              if constexpr (std::is_integral_v<acc_t>)
-                a[c] = static_cast<acc_t>(static_cast<std::make_unsigned_t<acc_t>>(a[c]) + static_cast<std::make_unsigned_t<acc_t>>(x));
-              else a[c] += x;
+              add(a[c], sp[off]);
             }
             ++c;
           });

@@ -14,7 +14,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <cstdlib>
 #include <exception>
 #include <functional>
 #include <mutex>
@@ -22,6 +21,7 @@
 #include <vector>
 
 #include "../../core/config.hpp"
+#include "../../core/env.hpp"
 
 #if defined(KILN_HAVE_OPENMP) && defined(_OPENMP)
 #include <omp.h>
@@ -31,10 +31,7 @@ namespace kiln::cpu {
 
 namespace detail {
 inline int default_threads() {
-  if (const char* e = std::getenv("KILN_NUM_THREADS")) {
-    const int n = std::atoi(e);
-    if (n > 0) return n;
-  }
+  if (const auto n = kiln::detail::env_integer("KILN_NUM_THREADS", 1)) return static_cast<int>(std::min<long long>(*n, 1 << 16));
   const unsigned h = std::thread::hardware_concurrency();
   return h ? static_cast<int>(h) : 1;
 }
