@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -298,6 +299,9 @@ TEST_CASE("settings from the environment: decimal integers at or above a minimum
   CHECK(read("4x", 1) == std::nullopt);
   CHECK(read("256M", 0) == std::nullopt);
   CHECK(read("two", 1) == std::nullopt);
-  CHECK(read("99999999999999999999999", 0) == std::nullopt);
+  CHECK(read(" 4", 1) == std::nullopt);
+  CHECK(read("+4", 1) == std::nullopt);
+  // too large for long long: its largest value (a huge threshold or limit still means "never")
+  CHECK(read("99999999999999999999999", 0) == std::numeric_limits<long long>::max());
   ::unsetenv(name);
 }

@@ -10,20 +10,21 @@
 
 namespace kiln::detail {
 
-/// The environment variable `name` as a decimal integer of at least `least`; nothing when it
-/// is unset or empty. Any other value (trailing characters, below `least`, out of range) is
-/// ignored with a one-line warning on stderr naming the variable and its value, so that a typo
-/// does not pass unnoticed while the default runs.
+/// The environment variable `name` as a decimal integer (digits only) of at least `least`;
+/// nothing when it is unset or empty. A number too large for long long reads as its largest
+/// value (so a huge KILN_STREAM_BYTES still means "never"). Any other value (a sign, spaces,
+/// trailing characters, below `least`) is ignored with a one-line warning on stderr naming
+/// the variable and its value, so that a typo does not pass unnoticed while the default runs.
 inline std::optional<long long> env_integer(const char* name, long long least) {
   const char* e = std::getenv(name);
   if (!e || !*e) return std::nullopt;
-  char* end = nullptr;
-  const int saved = errno;
-  errno = 0;
-  const long long v = std::strtoll(e, &end, 10);
-  const bool range = errno == ERANGE;
-  errno = saved;
-  if (end != e && *end == '\0' && !range && v >= least) return v;
+  if (*e >= '0' && *e <= '9') {
+    char* end = nullptr;
+    const int saved = errno;
+    const long long v = std::strtoll(e, &end, 10);  // ERANGE: LLONG_MAX, as wanted
+    errno = saved;
+    if (*end == '\0' && v >= least) return v;
+  }
   std::fprintf(stderr, "kiln: %s=\"%s\" ignored: not a decimal integer >= %lld\n", name, e, least);
   return std::nullopt;
 }
