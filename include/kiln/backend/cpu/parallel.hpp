@@ -31,6 +31,7 @@ namespace kiln::cpu {
 
 namespace detail {
 inline int default_threads() {
+  // (at most 65536, which also keeps the count within an int)
   if (const auto n = kiln::detail::env_integer("KILN_NUM_THREADS", 1)) return static_cast<int>(std::min<long long>(*n, 1 << 16));
   const unsigned h = std::thread::hardware_concurrency();
   return h ? static_cast<int>(h) : 1;
