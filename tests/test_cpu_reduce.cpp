@@ -19,7 +19,7 @@ TEST_CASE_TEMPLATE("reductions over every axis subset of a rank-3 tensor", T, fl
   }
 }
 
-TEST_CASE("long rows: float sums accumulate in double lanes, every length and tail") {
+TEST_CASE("long rows: float sums add blocks of float steps in double lanes, every length and tail") {
   using X = input<"x", f32, shape<dyn, dyn>>;
   for (index_t len : {1, 7, 17, 1023, 4097, 40001}) {
     INFO("row length " << len);
@@ -27,13 +27,28 @@ TEST_CASE("long rows: float sums accumulate in double lanes, every length and ta
     CHECK(kt::cpu_vs_eager(outputs(sum<1>(X{}), mean<1>(X{}, keepdim), max<1>(X{}), min<1>(X{})), {{"x", x}}) <= 1e-6);
     CHECK(kt::cpu_vs_eager(var<1>(X{}), {{"x", x}}) <= 1e-5);
   }
-  // 1e8 and many ones: a float accumulator would lose them
-  tensor<float, 2> big({1, 1001});
-  big(0, 0) = 1e8f;
-  for (index_t i = 1; i < 1001; ++i) big(0, i) = 1.0f;
+  // 1e8 and many ones. A float accumulator per lane would lose the ones that share a lane with
+  // 1e8 (an eighth of them with 8 lanes, 125: 1e8 + 875 after rounding); blocks lose at most
+  // the ones in 1e8's block (cpu::detail::sum_block - 1 of them), which the final rounding to
+  // a multiple of 8 covers.
   const auto s = sum<1>(X{});
-  tensor<float, 1> got(cpu::run_schedule<plan<decltype(s)>::schedule>(kt::leaves_of(s, {{"x", big}}))[0]);
-  CHECK(got(0) == 1e8f + 1000.0f);
+  for (index_t ones : {1000, 100000}) {
+    INFO(ones << " ones");
+    tensor<float, 2> big({1, ones + 1});
+    big(0, 0) = 1e8f;
+    for (index_t i = 1; i <= ones; ++i) big(0, i) = 1.0f;
+    tensor<float, 1> got(cpu::run_schedule<plan<decltype(s)>::schedule>(kt::leaves_of(s, {{"x", big}}))[0]);
+    const double exact = 1e8 + static_cast<double>(ones);
+    CHECK(std::abs(static_cast<double>(got(0)) - exact) <= 8.0);
+  }
+  // 2^20 terms of 1 + 2^-10 between 2^20 of -1: float lanes would drop the 2^-10 once past
+  // 2^13; a block of them is exact in float, and blocks in double. The sum is exactly 2^10.
+  tensor<float, 2> alt({1, index_t{1} << 21});
+  for (index_t i = 0; i < alt.numel(); ++i) alt.data()[i] = i % 2 ? -1.0f : 1.0f + 0x1p-10f;
+  {
+    tensor<float, 1> got(cpu::run_schedule<plan<decltype(s)>::schedule>(kt::leaves_of(s, {{"x", alt}}))[0]);
+    CHECK(got(0) == 1024.0f);
+  }
 }
 
 TEST_CASE("reductions over non-innermost axes run with lanes across the kept axis") {
