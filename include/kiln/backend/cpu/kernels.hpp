@@ -1263,13 +1263,16 @@ struct kernel_code {
         at(off);
         if constexpr (LR) {
           const index_t len = g.ext[inner];
-          // the last sweep before the final one: prefetch what the final sweep stores, and if
-          // this sweep computes values for the row cache (transcendental functions: plenty of
-          // arithmetic to hide memory behind), the next row's inputs too. Measured on AMD Zen 4
-          // with one thread: softmax 4096 x 4096 from 18 to 11 ms; layer_norm 8192 x 1024 from
-          // 4.3 to 3.8 ms with the first alone, while the second made it slower (5.4 ms).
+          // the last sweep before the final one: prefetch what the final sweep stores, and the
+          // next row's inputs, so that reading them overlaps this row's arithmetic. Measured on
+          // AMD Zen 4 with one thread: softmax 4096 x 4096 from 18 to 11 ms; layer_norm 8192 x
+          // 1024 from 4.3 to 3.8 ms with the first alone, while the second made it slower (5.4
+          // ms), so until 2026-11-24 only kernels with a row cache (transcendental functions)
+          // prefetched the next row. On AMD Zen 3 with two threads layer_norm 8192 x 1024 gains
+          // from it (14 alternating pairs: time ratio 0.55-1.15, median 0.82, faster in 11);
+          // with one thread, 11 pairs, median 1.01; [4096, 4096], 4 pairs, 0.82-1.23.
           constexpr bool pf = P == 2 * I.stages - 1 && n_final_outs > 0;
-          constexpr bool pn = P == 2 * I.stages - 1 && n_row_ins > 0 && I.cached > 0;
+          constexpr bool pn = P == 2 * I.stages - 1 && n_row_ins > 0;
           if constexpr (pf || pn) {
             // (a stream store needs no line in cache: its prefetch would only fetch it)
             const bool outs = pf && !f.stream, next = pn && knext;
