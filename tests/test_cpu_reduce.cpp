@@ -28,9 +28,9 @@ TEST_CASE("long rows: float sums add blocks of float steps in double lanes, ever
     CHECK(kt::cpu_vs_eager(var<1>(X{}), {{"x", x}}) <= 1e-5);
   }
   // 1e8 and many ones. A float accumulator per lane would lose the ones that share a lane with
-  // 1e8 (an eighth of them with 8 lanes, 125: 1e8 + 875 after rounding); blocks lose at most
-  // the ones in 1e8's block (cpu::detail::sum_block - 1 of them), which the final rounding to
-  // a multiple of 8 covers.
+  // 1e8 (an eighth of them with 8 lanes, 125 of 1000); blocks lose at most the ones in 1e8's
+  // block (cpu::detail::sum_block - 1 of them), and the float result is then within one ulp
+  // (8, at 1e8) of the exact sum: 1e8 + 992 for 1e8 + 1000.
   const auto s = sum<1>(X{});
   for (index_t ones : {1000, 100000}) {
     INFO(ones << " ones");
@@ -41,8 +41,9 @@ TEST_CASE("long rows: float sums add blocks of float steps in double lanes, ever
     const double exact = 1e8 + static_cast<double>(ones);
     CHECK(std::abs(static_cast<double>(got(0)) - exact) <= 8.0);
   }
-  // 2^20 terms of 1 + 2^-10 between 2^20 of -1: float lanes would drop the 2^-10 once past
-  // 2^13; a block of them is exact in float, and blocks in double. The sum is exactly 2^10.
+  // 2^20 terms of 1 + 2^-10 between 2^20 of -1 (with an even number of lanes each lane sees
+  // one sign): a float lane's sum drops the 2^-10 once past 2^14 (AVX2's 8 lanes gave 32); a
+  // block of 8 of them is exact in float, and blocks add exactly in double: exactly 2^10.
   tensor<float, 2> alt({1, index_t{1} << 21});
   for (index_t i = 0; i < alt.numel(); ++i) alt.data()[i] = i % 2 ? -1.0f : 1.0f + 0x1p-10f;
   {

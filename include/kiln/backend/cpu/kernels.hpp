@@ -25,8 +25,8 @@
 //   pointwise: the space, axes merged where every reference allows it, split into rows and
 //              chunks of rows over threads;
 //   reduction: rows (the kept axes) over threads; each row swept once per reduction stage and
-//              once to write full-space results, with vector accumulators (float sums
-//              accumulate in double lanes, as the eager reference does); a value an earlier
+//              once to write full-space results, with vector accumulators (float sums add
+//              blocks of 8 float steps in double lanes: accs); a value an earlier
 //              sweep computed with a transcendental function is kept in a per-row cache for
 //              the final sweep (softmax computes each exp once). When the innermost axis is
 //              kept, lanes run across it (a column reduction) instead;
@@ -216,12 +216,13 @@ struct regs<simd::scalar, N> {
 /// sum in double. The error is at most sum_block - 1 roundings of the block's magnitudes,
 /// whatever the row's length: a float lane's grows with it (1e8 and then 1000 ones: 125 of
 /// them lost in 1e8's lane, against at most 7 in blocks; 2^20 ones and 1 + 2^-10 alternating:
-/// the float lanes sum to 32, the blocks to 1024 exactly; tests/test_cpu_reduce.cpp). A
-/// double step per step (until 2026-11-24) kept every one, but its conversions cost softmax's
+/// float lanes gave 32 with AVX2, the blocks 1024 exactly; tests/test_cpu_reduce.cpp). A
+/// double add per step (until 2026-11-24) kept every one, but its conversions cost softmax's
 /// exp sweep a third more time than float lanes, blocks of 8 a sixth (AMD Zen 3, one thread, a
 /// row in L1: 0.55-0.61, 0.41-0.48 and 0.46-0.50 ns a float), and with two threads softmax
-/// [4096, 4096] is bound by its arithmetic there, not by memory: 7.8-8.6 ms against 6.6-11.6,
-/// median time ratio 0.74 in 5 alternating pairs; layer_norm [8192, 1024] 0.93.
+/// [4096, 4096] is bound by its arithmetic there, not by memory: 15 alternating pairs, time
+/// ratio 0.73-1.18, median 0.87, faster in 13; layer_norm [8192, 1024], 5 pairs, median 0.93.
+/// (An earlier try, summing 2 or 4 vectors before widening, measured no clear gain: notes.)
 inline constexpr int sum_block = 8;
 template <class M, int NR>
 struct accs;
@@ -1187,10 +1188,15 @@ struct kernel_code {
       if (!I.mem_out[static_cast<std::size_t>(m)]) o[static_cast<std::size_t>(n++)] = m;
     return o;
   }();
+  /// (A strided reference is prefetched as many strides ahead, a broadcast one at its own
+  /// line; addresses past the end of an array are only prefetched, never read, and are formed
+  /// as integers.)
   [[gnu::always_inline]] static void prefetch_ins(const F& f, index_t j) {
     for (int q = 0; q < NM && pointwise_ins[static_cast<std::size_t>(q)] >= 0; ++q) {
       const auto m = static_cast<std::size_t>(pointwise_ins[static_cast<std::size_t>(q)]);
-      __builtin_prefetch(f.p[m] + (j + 1024 / mem_size[m]) * f.is[m], 0, 0);
+      const auto at = reinterpret_cast<std::uintptr_t>(f.p[m]) +
+                      static_cast<std::uintptr_t>((j + 1024 / mem_size[m]) * f.is[m]);
+      __builtin_prefetch(reinterpret_cast<const void*>(at), 0, 0);
     }
   }
 
@@ -1217,8 +1223,10 @@ struct kernel_code {
     }
     R r;
     A acc;
-    // (a branch, not a second loop for streaming kernels: each loop could contract multiplies
-    // and adds differently, and a result must not depend on where it is cached; frame::stream_align)
+    // (a branch at the top of each step, not a second loop written for streaming kernels. If
+    // the compiler unswitches the loop on it, both copies hold the same arithmetic in the same
+    // basic blocks, so FMA contraction cannot differ between them, unlike a branch between
+    // nodes (frame::stream_align). test_cpu_pointwise checks streamed and not for equal bits.)
     steps<0>(r, acc, f, j0, j1, fast_strides(f), [&](index_t j) KILN_INLINE {
       if (f.stream) prefetch_ins(f, j);
     });
@@ -1270,9 +1278,11 @@ struct kernel_code {
           // ms), so until 2026-11-24 only kernels with a row cache (transcendental functions)
           // prefetched the next row. On AMD Zen 3 with two threads layer_norm 8192 x 1024 gains
           // from it (14 alternating pairs: time ratio 0.55-1.15, median 0.82, faster in 11);
-          // with one thread, 11 pairs, median 1.01; [4096, 4096], 4 pairs, 0.82-1.23.
+          // with one thread, 11 pairs, median 1.01; [4096, 4096], 4 pairs, 0.82-1.23. Only
+          // kernels with a final sweep: a plain row sum's one sweep reads its row from memory
+          // itself, and would fetch the next a whole row ahead.
           constexpr bool pf = P == 2 * I.stages - 1 && n_final_outs > 0;
-          constexpr bool pn = P == 2 * I.stages - 1 && n_row_ins > 0;
+          constexpr bool pn = P == 2 * I.stages - 1 && n_row_ins > 0 && any_action<2 * I.stages + 1>();
           if constexpr (pf || pn) {
             // (a stream store needs no line in cache: its prefetch would only fetch it)
             const bool outs = pf && !f.stream, next = pn && knext;

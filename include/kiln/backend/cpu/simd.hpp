@@ -90,15 +90,25 @@ template <class A>
   const V t = xsimd::select(x < V(lo), V(lo), x);
   return xsimd::select(V(hi) < t, V(hi), t);
 }
-/// hi < x ? hi : x, NaN kept as NaN: MINPS/MINPD on x86 (which return their second operand when
-/// either is NaN), VMINQ on NEON (NaN if either is). Scalars take the comparison.
+/// hi < x ? hi : x, NaN in x kept: one MINPS on x86 (which returns its second operand when
+/// either is NaN); elsewhere a compare and a select (false for NaN). Scalars take the comparison.
 template <class T> requires std::is_floating_point_v<T> T min_keep_nan(T hi, T x) { return hi < x ? hi : x; }
-template <class T, class A>
-[[gnu::always_inline]] inline xsimd::batch<T, A> min_keep_nan(const xsimd::batch<T, A>& hi, const xsimd::batch<T, A>& x) {
-  return xsimd::min(hi, x);
+template <class A>
+[[gnu::always_inline]] inline xsimd::batch<float, A> min_keep_nan(const xsimd::batch<float, A>& hi, const xsimd::batch<float, A>& x) {
+  using V = xsimd::batch<float, A>;
+#if defined(__AVX512F__)
+  if constexpr (std::is_base_of_v<xsimd::avx512f, A>) return V(_mm512_min_ps(hi, x));
+#endif
+#if defined(__AVX__)
+  if constexpr (std::is_base_of_v<xsimd::avx, A>) return V(_mm256_min_ps(hi, x));
+#endif
+#if defined(__SSE2__)
+  if constexpr (std::is_base_of_v<xsimd::sse2, A>) return V(_mm_min_ps(hi, x));
+#endif
+  return xsimd::select(hi < x, hi, x);
 }
-/// r with the sign of a, for r whose sign bit is clear (r >= 0, or a NaN of positive sign): one
-/// OR with a's sign bit, where copysign would also clear r's.
+/// r with the sign of a, for r whose sign bit is clear (r >= 0, or a NaN of positive sign): an
+/// AND of a's sign bit and an OR, where copysign would also clear r's.
 template <class T> requires std::is_floating_point_v<T> T or_sign(T r, T a) { return std::copysign(r, a); }
 template <class T, class A>
 [[gnu::always_inline]] inline xsimd::batch<T, A> or_sign(const xsimd::batch<T, A>& r, const xsimd::batch<T, A>& a) {
@@ -238,9 +248,10 @@ template <class T, class A>
 /// 7.17 without (the rounding of P and Q, near erf = 1; xsimd::erf: 2.4, Eigen's: 7.4), and
 /// twice as fast as xsimd::erf (10 FMAs and a division, no exp). NaN stays NaN, erf(+-inf) =
 /// +-1. tests/test_cpu_unary.cpp sweeps it (every float with --no-skip). Both clamps are one
-/// MINPS on x86 and the sign one OR (they were compare-and-blend pairs and a full copysign, bit
-/// for bit the same results over every float): the gelu chain's kernel, one thread, in L1, from
-/// 0.75 to 0.69 ns a float (AMD Zen 3; Eigen's erf, of fewer terms and 7.4 ulp: 0.55).
+/// MINPS on x86 and the sign an AND and an OR (they were compare-and-blend pairs and a full
+/// copysign, bit for bit the same results over every float): the gelu chain's kernel, one
+/// thread, in L1, from 0.75 to 0.69 ns a float (AMD Zen 3; Eigen's erf, of fewer terms and
+/// 7.4 ulp: 0.55).
 template <class V>
 [[gnu::always_inline]] inline V erf_f32(const V& a) {
   const V lim(3.92f), one(1.0f);
