@@ -188,7 +188,10 @@ TEST_CASE("row kernels' non-temporal stores (stream_threshold) change no result"
     cpu::stats() = {};
     CHECK(kt::cpu_vs_eager(sm, xs) <= 1e-5);  // with 2, 1 and 3 threads
     CHECK(kt::cpu_vs_eager(ln, xgb) <= 1e-4);
-    CHECK(kt::cpu_vs_eager(both, xs) <= 1e-5);
+    // (a row sum of values in [-20, 20] cancels: blocks of float steps err by up to 7
+    // roundings of a block's magnitudes, about 1.6e-5 of the largest sum here with 8 lanes;
+    // the reductions' tolerance, 1e-4, as the bench's)
+    CHECK(kt::cpu_vs_eager(both, xs) <= 1e-4);
     // each one kernel, run 3 times; rows of one element have no contiguous innermost axis
     const long streamed = len > 1 ? 9 : 0;
     CHECK(cpu::stats().streamed == streamed);
