@@ -1149,9 +1149,10 @@ struct kernel_code {
       __builtin_prefetch(f.p[m] + j * f.is[m], 1);
     }
   }
-  /// Row kernels: the memory references read along the row (not destinations, not indexed
-  /// through the kept axes only). The same sweep may prefetch them for the thread's next row,
-  /// so that reading it from memory overlaps this row's arithmetic.
+  /// The memory references read along the row (not destinations, not indexed through the kept
+  /// axes only; in a pointwise kernel, every reference read). A row kernel's sweep may prefetch
+  /// them for the thread's next row, so that reading it from memory overlaps this row's
+  /// arithmetic; a streaming pointwise kernel prefetches them ahead (prefetch_ins).
   static constexpr auto row_ins = [] {
     std::array<int, static_cast<std::size_t>(NM)> o{};
     o.fill(-1);
@@ -1173,27 +1174,18 @@ struct kernel_code {
   }
 
   /// Pointwise kernels whose stores stream (data far larger than the last-level cache): the
-  /// references read, each prefetched this many elements (1 KiB) ahead of the step that loads
-  /// it. The hardware prefetchers alone left the gelu chain (three inputs, a division and ten
+  /// references read (row_ins), each prefetched 1 KiB ahead of the step that loads it. The hardware prefetchers alone left the gelu chain (three inputs, a division and ten
   /// FMAs per vector) short of overlapping its arithmetic with memory: 16M floats, 2 threads,
   /// AMD Zen 3, a hand-written loop: 9.0-11.2 ms without, 7.1-8.4 ms with (1 KiB or 1.5 KiB
   /// ahead, NTA or T0 alike); x * a + b alone, 7.2-8.1 ms either way. kiln's gelu chain with
   /// this and erf_f32's cheaper clamps, 8 alternating pairs against the code before: 6.2-8.9 ms
   /// against 7.6-13.0 ms, time ratio 0.49-1.18, median 0.78 (near stream triad's 43 GB/s).
-  static constexpr auto pointwise_ins = [] {
-    std::array<int, static_cast<std::size_t>(NM)> o{};
-    o.fill(-1);
-    int n = 0;
-    for (int m = 0; m < NM; ++m)
-      if (!I.mem_out[static_cast<std::size_t>(m)]) o[static_cast<std::size_t>(n++)] = m;
-    return o;
-  }();
   /// (A strided reference is prefetched as many strides ahead, a broadcast one at its own
   /// line; addresses past the end of an array are only prefetched, never read, and are formed
   /// as integers.)
   [[gnu::always_inline]] static void prefetch_ins(const F& f, index_t j) {
-    for (int q = 0; q < NM && pointwise_ins[static_cast<std::size_t>(q)] >= 0; ++q) {
-      const auto m = static_cast<std::size_t>(pointwise_ins[static_cast<std::size_t>(q)]);
+    for (int q = 0; q < n_row_ins; ++q) {
+      const auto m = static_cast<std::size_t>(row_ins[static_cast<std::size_t>(q)]);
       const auto at = reinterpret_cast<std::uintptr_t>(f.p[m]) +
                       static_cast<std::uintptr_t>((j + 1024 / mem_size[m]) * f.is[m]);
       __builtin_prefetch(reinterpret_cast<const void*>(at), 0, 0);
