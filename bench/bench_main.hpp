@@ -99,7 +99,11 @@ inline void ensure_env(char** argv, int threads, const char* prog) {
     restart = true;
   };
   const std::string flags = cpuinfo_field("flags");
-  set("OPENBLAS_CORETYPE", has_flag(flags, "avx512f") ? "SkylakeX" : has_flag(flags, "avx2") ? "Haswell" : "");
+  const char* best_core = has_flag(flags, "avx512f") ? "SkylakeX" : has_flag(flags, "avx2") ? "Haswell" : "";
+  if (const char* core = std::getenv("OPENBLAS_CORETYPE"); core && *best_core && std::string(core) != best_core)
+    std::fprintf(stderr, "%s: warning: OPENBLAS_CORETYPE=%s from the environment, not %s: OpenBLAS does not run at "
+                 "its best (bench/run.sh sets the CPU's)\n", prog, core, best_core);
+  set("OPENBLAS_CORETYPE", best_core);
   set("OPENBLAS_NUM_THREADS", std::to_string(threads));
   set("KILN_NUM_THREADS", std::to_string(threads));
   set("OMP_WAIT_POLICY", "passive");

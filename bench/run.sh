@@ -17,7 +17,8 @@
 #
 # Environment: BUILD_DIR (build-bench), JOBS (parallel compile jobs; nproc), KILN_BENCH_THREADS
 # (threads of every implementation; 2, the cores of the machines the targets are for),
-# KILN_BENCH_REPS (repetitions; 5), PYTHON (a python3 with matplotlib; Debian's /usr/bin/python3),
+# KILN_BENCH_REPS (repetitions; 5), KILN_BENCH_OPENBLAS_CORETYPE (OpenBLAS's kernels; the CPU's:
+# SkylakeX with AVX-512, Haswell with AVX2), PYTHON (a python3 with matplotlib; Debian's /usr/bin/python3),
 # CXX (compiler), and extra arguments for the binaries in KILN_BENCH_ARGS (e.g.
 # --benchmark_filter=softmax).
 set -euo pipefail
@@ -64,15 +65,25 @@ cmake --build "$dir" -j "$jobs" --target "${targets[@]}"
 # OpenBLAS's kernels for this CPU (Debian's 0.3.21 falls back to SSE3 on these Xeons), the same
 # thread count for OpenBLAS (and libtorch, which calls it), kiln and OpenMP, OpenMP threads
 # that sleep rather than spin between parallel regions, and libtorch's AVX-512 kernels.
+# The core type is the CPU's, whatever the environment says: some machines here export
+# OPENBLAS_CORETYPE=Haswell on AVX-512 CPUs, which halves OpenBLAS's sgemm (measured on an AMD
+# Zen 5: matmul 1024^3 8.5 ms against 4.3 with SkylakeX). KILN_BENCH_OPENBLAS_CORETYPE overrides it.
+best_coretype=
 if grep -qw avx512f /proc/cpuinfo; then
-  export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
+  best_coretype=SkylakeX
   flags=$(grep -m1 '^flags' /proc/cpuinfo)
   if [[ " $flags " == *" avx512bw "* && " $flags " == *" avx512vl "* && " $flags " == *" avx512dq "* ]]; then
     export ATEN_CPU_CAPABILITY=${ATEN_CPU_CAPABILITY:-avx512}
   fi
 elif grep -qw avx2 /proc/cpuinfo; then
-  export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Haswell}
+  best_coretype=Haswell
 fi
+coretype=${KILN_BENCH_OPENBLAS_CORETYPE:-$best_coretype}
+if [ -n "${OPENBLAS_CORETYPE:-}" ] && [ "$OPENBLAS_CORETYPE" != "$coretype" ]; then
+  echo "run.sh: OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE from the environment replaced by ${coretype:-(unset)}" \
+    "(set KILN_BENCH_OPENBLAS_CORETYPE to choose)"
+fi
+if [ -n "$coretype" ]; then export OPENBLAS_CORETYPE=$coretype; else unset OPENBLAS_CORETYPE; fi
 export OPENBLAS_NUM_THREADS=$threads KILN_NUM_THREADS=$threads OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 echo "run.sh: OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(OpenBLAS detects)}" \
   "ATEN_CPU_CAPABILITY=${ATEN_CPU_CAPABILITY:-(libtorch picks)} threads=$threads" \

@@ -444,12 +444,10 @@ TEST_CASE("with_team: parallel_for inside covers [0, n) once per job, job after 
       }, 1);
     });
     CHECK(bad == 0);
-#if defined(KILN_HAVE_OPENMP) && defined(_OPENMP)
     if (threads > 1) CHECK(ids.size() > 1);  // the team's other threads took chunks (see above)
-    // one team for the whole body; without OpenMP each parallel_for takes threads - 1 of kiln's
-    // pool, which earlier tests may have grown, so different jobs may see different workers
+    // one team for the whole body: threads - 1 of kiln's pool (which earlier tests may have
+    // grown) serve every job, the same ones throughout
     CHECK(ids.size() <= static_cast<std::size_t>(threads));
-#endif
     // an exception from the body (after some jobs) ends the team and comes out of with_team
     int after = 0;
     CHECK_THROWS_WITH_AS(cpu::with_team([&] {
@@ -459,6 +457,28 @@ TEST_CASE("with_team: parallel_for inside covers [0, n) once per job, job after 
     cpu::with_team([&] { cpu::parallel_for(100, 1, [&](index_t b, index_t e) { std::lock_guard<std::mutex> l(ids_mutex); after += int(e - b); }); });
     CHECK(after == 100);
   }
+}
+
+TEST_CASE("with_team from two threads at once: one gets the pool, the other its fallback; both right") {
+  threads_guard t(2);
+  std::atomic<long> bad{0};
+  auto calls = [&](int seed) {
+    for (int call = 0; call < 200; ++call)
+      cpu::with_team([&] {
+        for (int job = 0; job < 3; ++job) {
+          const index_t n = 1 + (seed * 131 + call * 7919 + job * 104729) % 3000;
+          std::vector<std::atomic<int>> seen(static_cast<std::size_t>(n));
+          cpu::parallel_for(n, 16, [&](index_t b, index_t e) {
+            for (index_t i = b; i < e; ++i) ++seen[static_cast<std::size_t>(i)];
+          });
+          for (auto& v : seen) bad += v != 1;
+        }
+      });
+  };
+  std::thread other(calls, 1);
+  calls(2);
+  other.join();
+  CHECK(bad == 0);
 }
 
 TEST_CASE("with_team: jobs of alternating chunk counts run each chunk once, and a late thread takes nothing") {

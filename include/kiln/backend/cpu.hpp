@@ -132,7 +132,7 @@ inline void materialise(state& st, const run_memory& r, int k) {
 /// Whether a call is big enough for a team (with_team): some value, leaves included, of at
 /// least 32768 elements. A heuristic: smaller plans seldom thread at all (parallel_for's grains,
 /// the GEMM's 4 MFLOP), so they do not pay for starting a team; those that do thread (a GEMM of
-/// 128^3) run as without a team, one OpenMP region per threaded kernel.
+/// 128^3) run as without a team, one parallel region per threaded kernel.
 inline bool opens_team(const state& st) {
   for (const dims& d : st.shape)
     if (d.numel() >= 32768) return true;
@@ -168,9 +168,11 @@ std::vector<any_tensor> run(const std::vector<any_tensor>& leaves, const std::ve
   run_memory r = prepare(st, into, cache);
   materialise(st, r, -1);
   auto kernels = [&] { run_chunks<S>(st, r, std::make_integer_sequence<int, (nk + 127) / 128>{}); };
-  // One team of threads for the whole call where more than one kernel may be threaded; not
-  // for small plans, which would pay the team's start and never thread (see opens_team).
-  if (nk > 1 && opens_team(st)) with_team(kernels);
+  // One team of threads for the whole call, also for one kernel: the team's threads are kiln's
+  // pool, awake for a while after a call, where a kernel's own parallel region would wake
+  // OpenMP's (asleep after every region under OMP_WAIT_POLICY=passive). Not for small plans,
+  // which would pay the team's start and never thread (see opens_team).
+  if (opens_team(st)) with_team(kernels);
   else kernels();
   return std::move(r.outs);
 }

@@ -3,10 +3,10 @@
 // when kiln is built with it (KILN_HAVE_OPENMP, set by the kiln::kiln target when OpenMP is
 // found), else on a small pool of std::threads that lives as long as the program. The thread count is settable and defaults to
 // all cores (std::thread::hardware_concurrency, or KILN_NUM_THREADS from the environment).
-// With OpenMP, a compiled call big enough to thread runs its kernels inside one OpenMP region
-// (with_team): the other threads spin on kiln's job slots between kernels instead of going
-// back to OpenMP, which under OMP_WAIT_POLICY=passive would put them to sleep after each
-// kernel (the bench's MLP at batch 16: 0.61-0.65 ms against 0.74-0.85, Zen 3 VM).
+// A compiled call big enough to thread runs its kernels with one team (with_team): the pool's
+// workers spin on kiln's job slots between kernels instead of going back to OpenMP, which
+// under OMP_WAIT_POLICY=passive would put them to sleep after each kernel (the bench's MLP at
+// batch 16: 0.61-0.65 ms against 0.74-0.85, Zen 3 VM), and for 200 us after the call.
 #pragma once
 
 #include <algorithm>
@@ -74,28 +74,17 @@ class pool {
   }
   /// Runs fn(0) ... fn(chunks - 1) on the calling thread and threads - 1 workers, each taking
   /// the next chunk when it is done with one (chunks == threads: exactly one each).
+  /// The calling thread runs chunk 0 (with_team relies on it).
   void run(int chunks, int threads, const std::function<void(int)>& fn) {
     std::unique_lock<std::mutex> call(call_mutex_);  // one parallel region at a time
-    grow(threads - 1);
-    std::unique_lock<std::mutex> l(m_);
-    job_ = &fn;
-    chunks_ = chunks;
-    next_ = 0;
-    pending_ = chunks;
-    pending_seen_.store(chunks, std::memory_order_relaxed);
-    helpers_ = helpers_total_ = threads - 1;
-    generation_seen_.store(++generation_, std::memory_order_release);
-    l.unlock();
-    cv_.notify_all();  // the workers that sleep; spinning ones see generation_seen_
-    l.lock();
-    take(l);
-    if (pending_ != 0) {
-      l.unlock();
-      spin_until([&] { return pending_seen_.load(std::memory_order_acquire) == 0; }, caller_spin);
-      l.lock();
-      done_.wait(l, [&] { return pending_ == 0; });
-    }
-    job_ = nullptr;
+    run_locked(chunks, threads, fn);
+  }
+  /// As run, if no other thread's region holds the pool; else false, having run nothing.
+  bool try_run(int chunks, int threads, const std::function<void(int)>& fn) {
+    std::unique_lock<std::mutex> call(call_mutex_, std::try_to_lock);
+    if (!call.owns_lock()) return false;
+    run_locked(chunks, threads, fn);
+    return true;
   }
   ~pool() {
     {
@@ -110,6 +99,30 @@ class pool {
  private:
   static constexpr std::chrono::microseconds worker_spin{200}, caller_spin{2000};
 
+  void run_locked(int chunks, int threads, const std::function<void(int)>& fn) {
+    grow(threads - 1);
+    std::unique_lock<std::mutex> l(m_);
+    job_ = &fn;
+    chunks_ = chunks;
+    next_ = 1;  // chunk 0 is the caller's
+    pending_ = chunks;
+    pending_seen_.store(chunks, std::memory_order_relaxed);
+    helpers_ = helpers_total_ = threads - 1;
+    generation_seen_.store(++generation_, std::memory_order_release);
+    l.unlock();
+    cv_.notify_all();  // the workers that sleep; spinning ones see generation_seen_
+    fn(0);
+    l.lock();
+    pending_seen_.store(--pending_, std::memory_order_release);
+    if (chunks_ != helpers_total_ + 1) take(l);  // with one chunk each, the caller's was chunk 0
+    if (pending_ != 0) {
+      l.unlock();
+      spin_until([&] { return pending_seen_.load(std::memory_order_acquire) == 0; }, caller_spin);
+      l.lock();
+      done_.wait(l, [&] { return pending_ == 0; });
+    }
+    job_ = nullptr;
+  }
   void grow(int n) {
     while (static_cast<int>(workers_.size()) < n) workers_.emplace_back([this] { loop(); });
   }
@@ -276,11 +289,13 @@ void parallel_for(index_t n, index_t grain, F&& fn, int per_thread = chunks_per_
     fn(b, e);
     detail::in_parallel_region() = false;
   };
-#if defined(KILN_HAVE_OPENMP) && defined(_OPENMP)
   if (team) {
     const std::function<void(int)> job = chunk;
     team->run(chunks, job);
-  } else if (chunks == threads) {
+    return;
+  }
+#if defined(KILN_HAVE_OPENMP) && defined(_OPENMP)
+  if (chunks == threads) {
 #pragma omp parallel for num_threads(threads) schedule(static, 1)
     for (int c = 0; c < chunks; ++c) chunk(c);
   } else {
@@ -293,39 +308,60 @@ void parallel_for(index_t n, index_t grain, F&& fn, int per_thread = chunks_per_
 #endif
 }
 
-/// Runs body() on the calling thread with a team of num_threads() threads (OpenMP builds, more
-/// than one thread, not already inside kiln's or the program's parallel region): one OpenMP
-/// region for the whole of body, whose parallel_for calls go to the team (detail::team), so a
-/// compiled call wakes OpenMP's sleeping threads once rather than once per threaded kernel.
-/// Elsewhere body() runs as it is (kiln's own pool spins between jobs by itself). An exception
-/// from body() ends the team and is rethrown here.
+/// Runs body() on the calling thread with a team of num_threads() threads (more than one, not
+/// already inside kiln's or the program's parallel region): the other threads serve the
+/// parallel_for calls of body (detail::team), spinning between them, so a compiled call wakes
+/// its threads at most once rather than once per threaded kernel. The team's other threads are
+/// kiln's pool, whose workers spin for 200 us after a job before they sleep, so calls in quick
+/// succession find them awake; an OpenMP region's threads would be asleep again after every
+/// call under OMP_WAIT_POLICY=passive (the bench's setting), and waking a sleeping vCPU took
+/// 40-60 us here (AMD Zen 5 VM: 512^3 product, 2 threads, 0.64-0.65 ms with an OpenMP region
+/// against 0.57-0.59 with OMP_WAIT_POLICY=active). Where another thread's call holds the pool,
+/// the team is an OpenMP region (OpenMP builds) or there is none (body's parallel_for calls
+/// then wait for the pool). An exception from body() ends the team and is rethrown here.
 template <class F>
 void with_team(F&& body) {
-#if defined(KILN_HAVE_OPENMP) && defined(_OPENMP)
   const int threads = num_threads();
-  if (threads > 1 && !detail::in_parallel_region() && !detail::current_team() && !omp_in_parallel()) {
+  bool in_omp = false;
+#if defined(KILN_HAVE_OPENMP) && defined(_OPENMP)
+  in_omp = omp_in_parallel();
+#endif
+  if (threads > 1 && !detail::in_parallel_region() && !detail::current_team() && !in_omp) {
     std::exception_ptr error;
     detail::team t;
+    auto lead = [&] {
+      if (t.size() > 1) detail::current_team() = &t;
+      try {
+        body();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      detail::current_team() = nullptr;
+      t.close();
+    };
+    t.set_size(threads);
+    const std::function<void(int)> job = [&](int c) {
+      if (c == 0) lead();  // the pool runs chunk 0 on the calling thread
+      else t.serve();
+    };
+    if (detail::pool::get().try_run(threads, threads, job)) {
+      if (error) std::rethrow_exception(error);
+      return;
+    }
+#if defined(KILN_HAVE_OPENMP) && defined(_OPENMP)
 #pragma omp parallel num_threads(threads)
     {
       if (omp_get_thread_num() != 0) {
         t.serve();
       } else {
         t.set_size(omp_get_num_threads());
-        if (t.size() > 1) detail::current_team() = &t;
-        try {
-          body();
-        } catch (...) {
-          error = std::current_exception();
-        }
-        detail::current_team() = nullptr;
-        t.close();
+        lead();
       }
     }
     if (error) std::rethrow_exception(error);
     return;
-  }
 #endif
+  }
   body();
 }
 
