@@ -100,7 +100,8 @@ inline void ensure_env(char** argv, int threads, const char* prog) {
   };
   const std::string flags = cpuinfo_field("flags");
   const char* best_core = has_flag(flags, "avx512f") ? "SkylakeX" : has_flag(flags, "avx2") ? "Haswell" : "";
-  if (const char* core = std::getenv("OPENBLAS_CORETYPE"); core && *best_core && std::string(core) != best_core)
+  if (const char* core = std::getenv("OPENBLAS_CORETYPE");
+      core && *best_core && std::string(core) != best_core && !std::getenv("KILN_BENCH_OPENBLAS_CORETYPE"))
     std::fprintf(stderr, "%s: warning: OPENBLAS_CORETYPE=%s from the environment, not %s: OpenBLAS does not run at "
                  "its best (bench/run.sh sets the CPU's)\n", prog, core, best_core);
   set("OPENBLAS_CORETYPE", best_core);
