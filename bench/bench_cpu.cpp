@@ -20,9 +20,9 @@
 // of milliseconds after a call).
 //
 // Debian's OpenBLAS 0.3.21 picks SSE3 kernels on these Xeons unless OPENBLAS_CORETYPE is set
-// when it loads, which is before main: when it is unset, main sets it from /proc/cpuinfo
-// (SkylakeX with AVX-512, Haswell with AVX2), with the other variables of ensure_env, and
-// starts the program again, so a bare `bench_cpu` measures the same thing as bench/run.sh.
+// when it loads, which is before main: main sets it from /proc/cpuinfo (SkylakeX with AVX-512,
+// Haswell with AVX2), with the other variables of ensure_env, and starts the program again, so
+// a bare `bench_cpu` measures the same thing as bench/run.sh.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>

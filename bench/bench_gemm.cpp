@@ -6,15 +6,16 @@
 // Run: build/bench/bench_gemm --benchmark_repetitions=9 --benchmark_enable_random_interleaving=true
 //        --benchmark_report_aggregates_only=true
 // (--threads=N picks the thread count of both libraries, default 2; interleaving spreads the
-// disturbance of a shared machine over all rows). Debian's OpenBLAS 0.3.21
-// picks SSE3 kernels on these Xeons unless OPENBLAS_CORETYPE is set when it loads, before main:
-// when it is unset, main sets it (SkylakeX with AVX-512, Haswell with AVX2) with
-// OPENBLAS_NUM_THREADS and starts the program again. The `kernels` context line says which ran.
+// disturbance of a shared machine over all rows). OpenBLAS's kernels and thread count are the
+// suites' (kb::ensure_env, bench_main.hpp: the CPU's core type, set before OpenBLAS loads by
+// starting the program again). The `openblas_kernels` context line says which ran.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 #include <unistd.h>
 
 #include <kiln/backend/cpu/gemm.hpp>
+
+#include "bench_main.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -166,26 +167,12 @@ void linear_gelu_openblas_then_pass(benchmark::State& st) {
   set_counters(st, linear_flops, 0);
 }
 
-// OpenBLAS reads OPENBLAS_CORETYPE and OPENBLAS_NUM_THREADS when it is loaded, before main.
-void ensure_openblas_env(char** argv) {
-  if (std::getenv("OPENBLAS_CORETYPE") || std::getenv("KILN_BENCH_RESTARTED")) return;
-  __builtin_cpu_init();
-  const char* core = __builtin_cpu_supports("avx512f") ? "SkylakeX" : __builtin_cpu_supports("avx2") ? "Haswell" : nullptr;
-  if (!core) return;  // let OpenBLAS detect it
-  setenv("OPENBLAS_CORETYPE", core, 1);
-  setenv("OPENBLAS_NUM_THREADS", std::to_string(threads).c_str(), 1);
-  setenv("KILN_BENCH_RESTARTED", "1", 1);
-  std::fprintf(stderr, "bench_gemm: OPENBLAS_CORETYPE=%s, starting again\n", core);
-  execv("/proc/self/exe", argv);
-  std::perror("bench_gemm: execv");  // carry on with OpenBLAS's own choice
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
     if (std::strncmp(argv[i], "--threads=", 10) == 0) threads = std::max(1, std::atoi(argv[i] + 10));
-  ensure_openblas_env(argv);  // may start the program again with the same arguments
+  kb::ensure_env(argv, threads, "bench_gemm");  // may start the program again with the same arguments
   int out = 1;                // Google Benchmark must not see --threads
   for (int i = 1; i < argc; ++i)
     if (std::strncmp(argv[i], "--threads=", 10) != 0) argv[out++] = argv[i];

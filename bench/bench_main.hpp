@@ -80,37 +80,42 @@ inline bool has_flag(const std::string& flags, const char* f) {
   return false;
 }
 
-/// The environment the peers run best in. OpenBLAS and libgomp read it when they are loaded,
-/// before main, so a missing variable is set and the program (`prog`, for messages) started again:
-/// - OPENBLAS_CORETYPE: Debian's OpenBLAS 0.3.21 falls back to SSE3 kernels on these Xeons;
-/// - OPENBLAS_NUM_THREADS, KILN_NUM_THREADS: the thread count of the OpenBLAS and kiln rows;
-/// - OMP_WAIT_POLICY=passive: libgomp's default spins a worker for a while after each parallel
-///   region; when a GEMM on OpenBLAS's own threads follows (libtorch's addmm then gelu_, the
-///   openblas and xtensor rows' epilogues) the spinning thread takes one of the two cores, and
-///   those rows ran 10-15x slower (measured: mlp_b16 openblas 24 ms, 2.4 ms passive);
-/// - ATEN_CPU_CAPABILITY=avx512: libtorch 1.13 picks its AVX2 kernels on AVX-512 machines.
+/// The environment the peers run best in, for every suite's binary (bench/run.sh leaves it to
+/// them). OpenBLAS and libgomp read it when they are loaded, before main, so when a variable
+/// must change it is set and the program (`prog`, for messages) started again:
+/// - OPENBLAS_CORETYPE: the CPU's kernels, SkylakeX with AVX-512, Haswell with AVX2, whatever
+///   the environment says (KILN_BENCH_OPENBLAS_CORETYPE chooses another). Debian's OpenBLAS
+///   0.3.21 falls back to SSE3 kernels on these Xeons, and some machines here export
+///   OPENBLAS_CORETYPE=Haswell on AVX-512 CPUs, which halves its sgemm (AMD Zen 5: matmul
+///   1024^3 8.5 ms against 4.3 with SkylakeX);
+/// - OPENBLAS_NUM_THREADS, KILN_NUM_THREADS: `threads`, the thread count of every row;
+/// - OMP_WAIT_POLICY=passive unless set: libgomp's default spins a worker for a while after
+///   each parallel region; when a GEMM on OpenBLAS's own threads follows (libtorch's addmm then
+///   gelu_, the openblas and xtensor rows' epilogues) the spinning thread takes one of the two
+///   cores, and those rows ran 10-15x slower (measured: mlp_b16 openblas 24 ms, 2.4 passive);
+/// - ATEN_CPU_CAPABILITY=avx512 unless set: libtorch 1.13 picks its AVX2 kernels on AVX-512
+///   machines.
 inline void ensure_env(char** argv, int threads, const char* prog) {
   if (std::getenv("KILN_BENCH_RESTARTED")) return;
   bool restart = false;
-  auto set = [&](const char* var, const std::string& value) {
-    if (std::getenv(var) || value.empty()) return;
+  auto set = [&](const char* var, const std::string& value, bool replace) {
+    const char* now = std::getenv(var);
+    if (value.empty() || (now && (!replace || value == now))) return;
+    if (now) std::fprintf(stderr, "%s: %s=%s from the environment replaced by %s\n", prog, var, now, value.c_str());
+    else std::fprintf(stderr, "%s: %s=%s\n", prog, var, value.c_str());
     setenv(var, value.c_str(), 1);
-    std::fprintf(stderr, "%s: %s=%s\n", prog, var, value.c_str());
     restart = true;
   };
   const std::string flags = cpuinfo_field("flags");
-  const char* best_core = has_flag(flags, "avx512f") ? "SkylakeX" : has_flag(flags, "avx2") ? "Haswell" : "";
-  if (const char* core = std::getenv("OPENBLAS_CORETYPE");
-      core && *best_core && std::string(core) != best_core && !std::getenv("KILN_BENCH_OPENBLAS_CORETYPE"))
-    std::fprintf(stderr, "%s: warning: OPENBLAS_CORETYPE=%s from the environment, not %s: OpenBLAS does not run at "
-                 "its best (bench/run.sh sets the CPU's)\n", prog, core, best_core);
-  set("OPENBLAS_CORETYPE", best_core);
-  set("OPENBLAS_NUM_THREADS", std::to_string(threads));
-  set("KILN_NUM_THREADS", std::to_string(threads));
-  set("OMP_WAIT_POLICY", "passive");
+  const char* chosen = std::getenv("KILN_BENCH_OPENBLAS_CORETYPE");
+  set("OPENBLAS_CORETYPE", chosen ? chosen : has_flag(flags, "avx512f") ? "SkylakeX" : has_flag(flags, "avx2") ? "Haswell" : "",
+      true);
+  set("OPENBLAS_NUM_THREADS", std::to_string(threads), true);
+  set("KILN_NUM_THREADS", std::to_string(threads), true);
+  set("OMP_WAIT_POLICY", "passive", false);
   const bool avx512 = has_flag(flags, "avx512f") && has_flag(flags, "avx512bw") && has_flag(flags, "avx512vl") &&
                       has_flag(flags, "avx512dq");
-  set("ATEN_CPU_CAPABILITY", avx512 ? "avx512" : "");
+  set("ATEN_CPU_CAPABILITY", avx512 ? "avx512" : "", false);
   if (!restart) return;
   setenv("KILN_BENCH_RESTARTED", "1", 1);
   std::fprintf(stderr, "%s: starting again with that environment\n", prog);

@@ -7,8 +7,8 @@
 #                                results go to the build directory, not bench/results
 #
 # For each suite S: installs what the benchmarks need (scripts/setup-bench.sh), builds the
-# target bench_S in build-bench/ (Release, -DKILN_BUILD_BENCHMARKS=ON), runs it with the
-# environment below, and hands its Google Benchmark JSON to bench/report.py, which prints a
+# target bench_S in build-bench/ (Release, -DKILN_BUILD_BENCHMARKS=ON), runs it (it sets the
+# environment its peers run best in: ensure_env, bench/bench_main.hpp), and hands its Google Benchmark JSON to bench/report.py, which prints a
 # Markdown table and writes bench/results/S.json (one object per workload and implementation),
 # S.md and S.png (fraction of the physical limit per workload and implementation).
 #
@@ -61,33 +61,11 @@ targets=()
 for s in "${suites[@]}"; do targets+=("bench_$s"); done
 cmake --build "$dir" -j "$jobs" --target "${targets[@]}"
 
-# The environment the peers run best in (bench_cpu.cpp, ensure_env, says why for each):
-# OpenBLAS's kernels for this CPU (Debian's 0.3.21 falls back to SSE3 on these Xeons), the same
-# thread count for OpenBLAS (and libtorch, which calls it), kiln and OpenMP, OpenMP threads
-# that sleep rather than spin between parallel regions, and libtorch's AVX-512 kernels.
-# The core type is the CPU's, whatever the environment says: some machines here export
-# OPENBLAS_CORETYPE=Haswell on AVX-512 CPUs, which halves OpenBLAS's sgemm (measured on an AMD
-# Zen 5: matmul 1024^3 8.5 ms against 4.3 with SkylakeX). KILN_BENCH_OPENBLAS_CORETYPE overrides it.
-best_coretype=
-if grep -qw avx512f /proc/cpuinfo; then
-  best_coretype=SkylakeX
-  flags=$(grep -m1 '^flags' /proc/cpuinfo)
-  if [[ " $flags " == *" avx512bw "* && " $flags " == *" avx512vl "* && " $flags " == *" avx512dq "* ]]; then
-    export ATEN_CPU_CAPABILITY=${ATEN_CPU_CAPABILITY:-avx512}
-  fi
-elif grep -qw avx2 /proc/cpuinfo; then
-  best_coretype=Haswell
-fi
-coretype=${KILN_BENCH_OPENBLAS_CORETYPE:-$best_coretype}
-if [ -n "${OPENBLAS_CORETYPE:-}" ] && [ "$OPENBLAS_CORETYPE" != "$coretype" ]; then
-  echo "run.sh: OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE from the environment replaced by ${coretype:-(unset)}" \
-    "(set KILN_BENCH_OPENBLAS_CORETYPE to choose)"
-fi
-if [ -n "$coretype" ]; then export OPENBLAS_CORETYPE=$coretype; else unset OPENBLAS_CORETYPE; fi
-export OPENBLAS_NUM_THREADS=$threads KILN_NUM_THREADS=$threads OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
-echo "run.sh: OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(OpenBLAS detects)}" \
-  "ATEN_CPU_CAPABILITY=${ATEN_CPU_CAPABILITY:-(libtorch picks)} threads=$threads" \
-  "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+# The environment the peers run best in (OpenBLAS's kernels for this CPU, the thread counts,
+# OpenMP's wait policy, libtorch's kernels) is set by each binary: ensure_env in
+# bench/bench_main.hpp, which says why for each, and prints what it changed.
+# KILN_BENCH_OPENBLAS_CORETYPE chooses OpenBLAS's kernels.
+echo "run.sh: threads=$threads load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 args=(--threads="$threads" --reps="$reps")
 results=bench/results
@@ -102,7 +80,7 @@ for s in "${suites[@]}"; do
   echo "run.sh: running bench_$s (raw results in $raw)"
   # every repetition goes to the JSON file (report.py takes medians, minima and maxima from
   # them); the console shows the aggregates only
-  KILN_BENCH_RESTARTED=1 "$dir/bench/bench_$s" "${args[@]}" "${extra[@]}" \
+  "$dir/bench/bench_$s" "${args[@]}" "${extra[@]}" \
     --benchmark_display_aggregates_only=true --benchmark_out="$raw" --benchmark_out_format=json
   "$python" bench/report.py --suite "$s" --raw "$raw" --out "$results"
 done

@@ -22,6 +22,11 @@
 #include <tuple>
 #include <vector>
 
+#if defined(__unix__) || defined(__APPLE__)
+#include <sys/wait.h>
+#include <unistd.h>
+#endif
+
 using namespace kiln;
 using cpu::matrix_ref;
 
@@ -480,6 +485,67 @@ TEST_CASE("with_team from two threads at once: one gets the pool, the other its 
   other.join();
   CHECK(bad == 0);
 }
+
+TEST_CASE("a parallel_for while another thread's with_team holds the pool runs, rather than wait for it") {
+  // Thread A's team holds kiln's pool (in every build) until its body ends, and its body waits
+  // for thread B's parallel_for. In a build without OpenMP B's loop used to wait for the pool:
+  // neither ended. B must run it (serially there); the wait is bounded, so a hang fails.
+  threads_guard t(2);
+  std::atomic<bool> b_done{false};
+  bool a_saw_b = false;
+  std::atomic<long> covered{0};
+  std::thread a([&] {
+    cpu::with_team([&] {
+      cpu::parallel_for(1000, 1, [](index_t, index_t) {});  // the team is up
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (!b_done.load() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::microseconds(200));
+      a_saw_b = b_done.load();
+    });
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // (usually) A holds the pool now
+  cpu::parallel_for(5000, 16, [&](index_t b, index_t e) { covered += e - b; });
+  b_done = true;
+  a.join();
+  CHECK(covered.load() == 5000);
+  CHECK(a_saw_b);
+}
+
+#if defined(__unix__) || defined(__APPLE__)
+TEST_CASE("after fork(), the child's threaded calls and its exit work (a fresh pool)") {
+  threads_guard t(2);
+  auto work = [] {  // a team and a gemm in it, then a parallel_for outside any team
+    long bad = 0;
+    cpu::with_team([&] {
+      const index_t m = 90, n = 110, k = 400;
+      const operand<float> a(1, m, k, layout::rows, false), b(1, k, n, layout::cols, false);
+      output<float> c(1, m, n);
+      cpu::gemm<float>(1, m, n, k, a.ref, b.ref, {c.store.data(), 0, n, 1});
+      bad += !(worst_error(c, product(1, m, n, k, a, b)) <= 1e-4);
+    });
+    std::vector<std::atomic<int>> seen(3000);
+    cpu::parallel_for(3000, 16, [&](index_t b, index_t e) {
+      for (index_t i = b; i < e; ++i) ++seen[static_cast<std::size_t>(i)];
+    });
+    for (auto& v : seen) bad += v != 1;
+    return bad;
+  };
+  REQUIRE(work() == 0);  // the parent's pool has workers now
+  std::fflush(nullptr);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    alarm(60);  // a hang kills the child (SIGALRM), which fails the check below
+    const long bad = work() + work();
+    std::exit(bad == 0 ? 0 : 1);  // std::exit runs the destructors: the pool joins its workers
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  if (WIFEXITED(status)) CHECK(WEXITSTATUS(status) == 0);
+  if (WIFSIGNALED(status)) MESSAGE("child killed by signal " << WTERMSIG(status));
+  CHECK(work() == 0);  // the parent's pool is untouched
+}
+#endif
 
 TEST_CASE("with_team: jobs of alternating chunk counts run each chunk once, and a late thread takes nothing") {
   // A thread late for job g must not take a chunk of job g + 1 while the caller is posting it

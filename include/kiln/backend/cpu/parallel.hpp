@@ -28,6 +28,9 @@
 #if defined(KILN_HAVE_OPENMP) && defined(_OPENMP)
 #include <omp.h>
 #endif
+#if defined(__unix__) || defined(__APPLE__)
+#include <pthread.h>
+#endif
 
 namespace kiln::cpu {
 
@@ -63,6 +66,11 @@ bool spin_until(Done&& done, std::chrono::microseconds spin) {
   }
 }
 
+/// Runs chunk c of a job. A chunk must not throw (parallel_for's contract; with_team catches
+/// body's exceptions): one that does ends the program here, loudly, rather than leaving the
+/// pool or a team with a job that never finishes.
+inline void run_chunk(const std::function<void(int)>& fn, int c) noexcept { fn(c); }
+
 /// A fixed pool of workers that run one parallel_for (or one with_team call, for its whole
 /// length) at a time, with the calling thread.
 /// Between jobs a worker spins for a while before it sleeps, and the caller spins for the
@@ -71,22 +79,26 @@ bool spin_until(Done&& done, std::chrono::microseconds spin) {
 /// slice late, which on a shared machine halved the speed of kernels of a millisecond or two.
 class pool {
  public:
-  static pool& get() {
-    static pool p;
-    return p;
-  }
+  /// The process's pool. In the child of a fork() it is a new one, made by the child handler
+  /// (pthread_atfork): the child has only the thread that forked, not the parent pool's workers,
+  /// and the parent pool's mutexes may be held, and its condition variables waited on, by
+  /// threads that are not there. That pool is left alone (never destroyed: its destructor
+  /// would join threads that do not exist, and hang the child's exit).
+  static pool& get();
   /// Runs fn(0) ... fn(chunks - 1) on the calling thread and threads - 1 workers, each taking
-  /// the next chunk when it is done with one (chunks == threads: exactly one each).
+  /// the next chunk when it is done with one (chunks == threads: exactly one each, unless
+  /// caller_takes_rest: the caller then takes, after chunk 0, every chunk that no worker has
+  /// started, rather than wait for workers to wake up for them).
   /// The calling thread runs chunk 0 (with_team relies on it).
-  void run(int chunks, int threads, const std::function<void(int)>& fn) {
+  void run(int chunks, int threads, const std::function<void(int)>& fn, bool caller_takes_rest = false) {
     std::unique_lock<std::mutex> call(call_mutex_);  // one parallel region at a time
-    run_locked(chunks, threads, fn);
+    run_locked(chunks, threads, fn, caller_takes_rest);
   }
   /// As run, if no other thread's region holds the pool; else false, having run nothing.
-  bool try_run(int chunks, int threads, const std::function<void(int)>& fn) {
+  bool try_run(int chunks, int threads, const std::function<void(int)>& fn, bool caller_takes_rest = false) {
     std::unique_lock<std::mutex> call(call_mutex_, std::try_to_lock);
     if (!call.owns_lock()) return false;
-    run_locked(chunks, threads, fn);
+    run_locked(chunks, threads, fn, caller_takes_rest);
     return true;
   }
   ~pool() {
@@ -102,7 +114,11 @@ class pool {
  private:
   static constexpr std::chrono::microseconds worker_spin{200}, caller_spin{2000};
 
-  void run_locked(int chunks, int threads, const std::function<void(int)>& fn) {
+  /// Whether each worker takes one chunk (and the caller chunk 0) rather than chunks as it
+  /// comes free.
+  bool one_each() const { return chunks_ == helpers_total_ + 1; }
+
+  void run_locked(int chunks, int threads, const std::function<void(int)>& fn, bool caller_takes_rest) {
     grow(threads - 1);
     std::unique_lock<std::mutex> l(m_);
     job_ = &fn;
@@ -114,10 +130,10 @@ class pool {
     generation_seen_.store(++generation_, std::memory_order_release);
     l.unlock();
     cv_.notify_all();  // the workers that sleep; spinning ones see generation_seen_
-    fn(0);
+    run_chunk(fn, 0);
     l.lock();
     pending_seen_.store(--pending_, std::memory_order_release);
-    if (chunks_ != helpers_total_ + 1) take(l);  // with one chunk each, the caller's was chunk 0
+    if (caller_takes_rest || !one_each()) take(l, false);  // with one chunk each, the caller's was chunk 0
     if (pending_ != 0) {
       l.unlock();
       spin_until([&] { return pending_seen_.load(std::memory_order_acquire) == 0; }, caller_spin);
@@ -143,21 +159,21 @@ class pool {
       seen = generation_;
       if (helpers_ == 0) continue;  // a pool grown for more threads than this region uses
       --helpers_;
-      take(l);
+      take(l, one_each());
     }
   }
-  /// Runs chunks of the current job until none is left (l is held on entry and exit).
-  void take(std::unique_lock<std::mutex>& l) {
-    const bool one_each = chunks_ == helpers_total_ + 1;
+  /// Runs chunks of the current job until none is left, or only one (l is held on entry and
+  /// exit).
+  void take(std::unique_lock<std::mutex>& l, bool just_one) {
     while (next_ < chunks_) {
       const int c = next_++;
       const std::function<void(int)>* job = job_;
       l.unlock();
-      (*job)(c);
+      run_chunk(*job, c);
       l.lock();
       pending_seen_.store(--pending_, std::memory_order_release);
       if (pending_ == 0) done_.notify_one();
-      if (one_each) break;
+      if (just_one) break;
     }
   }
   std::mutex call_mutex_, m_;
@@ -169,7 +185,57 @@ class pool {
   std::atomic<unsigned> generation_seen_{0};  ///< generation_, for spinning workers
   std::atomic<int> pending_seen_{0};          ///< pending_, for the spinning caller
   bool stop_ = false;
+  pool* before_fork_ = nullptr;  ///< in a fork()'s child: the parent's pool (see get)
+  friend struct pool_owner;
 };
+
+/// Whether this process is the child of a fork() made after kiln's first threaded call (see
+/// watch_fork).
+inline bool& forked_child() {
+  static bool forked = false;
+  return forked;
+}
+void after_fork_in_child();
+/// Has after_fork_in_child run in the child of each later fork() (called before any threads
+/// start: in parallel_for, with_team and by the pool's owner).
+inline void watch_fork() {
+#if defined(__unix__) || defined(__APPLE__)
+  static const bool watching = [] {
+    pthread_atfork(nullptr, nullptr, &after_fork_in_child);
+    return true;
+  }();
+  (void)watching;
+#endif
+}
+
+/// Owns the process's pool; in a fork()'s child, a new one (see pool::get).
+struct pool_owner {
+  pool* p = new pool;
+  pool_owner() { watch_fork(); }
+  ~pool_owner() { delete p; }
+  /// In a fork()'s child: a fresh pool; the parent's is kept, and reachable (leak checkers).
+  void renew() {
+    pool* const fresh = new pool;
+    fresh->before_fork_ = p;
+    p = fresh;
+  }
+  pool_owner(const pool_owner&) = delete;
+  pool_owner& operator=(const pool_owner&) = delete;
+  static pool_owner& instance() {
+    static pool_owner o;
+    return o;
+  }
+};
+inline pool& pool::get() { return *pool_owner::instance().p; }
+
+/// The child of a fork() has only the thread that forked. kiln's pool is renewed (pool::get),
+/// and OpenMP is not used again: GNU libgomp's next parallel region in the child waits for
+/// the parent's threads, which are not there (seen with g++ 12, the parent having run a
+/// region), so parallel_for runs on kiln's pool instead.
+inline void after_fork_in_child() {
+  forked_child() = true;
+  pool_owner::instance().renew();
+}
 
 /// The threads of one compiled call (see with_team): the calling thread runs the plan and posts
 /// each parallel_for to the others, which spin (yielding the core now and then) between jobs
@@ -232,7 +298,7 @@ class team {
     for (;;) {
       if ((v >> 32) != g || static_cast<int>(v & 0xffffffffu) >= chunks) return;
       if (!next_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
-      (*job)(static_cast<int>(v & 0xffffffffu));
+      run_chunk(*job, static_cast<int>(v & 0xffffffffu));
       pending_.fetch_sub(1, std::memory_order_acq_rel);
       v = next_.load(std::memory_order_acquire);
     }
@@ -297,18 +363,24 @@ void parallel_for(index_t n, index_t grain, F&& fn, int per_thread = chunks_per_
     team->run(chunks, job);
     return;
   }
+  detail::watch_fork();
 #if defined(KILN_HAVE_OPENMP) && defined(_OPENMP)
-  if (chunks == threads) {
+  if (!detail::forked_child()) {
+    if (chunks == threads) {
 #pragma omp parallel for num_threads(threads) schedule(static, 1)
-    for (int c = 0; c < chunks; ++c) chunk(c);
-  } else {
+      for (int c = 0; c < chunks; ++c) chunk(c);
+    } else {
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-    for (int c = 0; c < chunks; ++c) chunk(c);
+      for (int c = 0; c < chunks; ++c) chunk(c);
+    }
+    return;
   }
-#else
-  const std::function<void(int)> job = chunk;
-  detail::pool::get().run(chunks, threads, job);
 #endif
+  // Another thread's region (a parallel_for, or a with_team call for its whole body) may hold
+  // the pool: this loop then runs on the calling thread rather than wait for it (a body that
+  // waits for this thread would never end).
+  const std::function<void(int)> job = chunk;
+  if (!detail::pool::get().try_run(chunks, threads, job)) fn(index_t{0}, n);
 }
 
 /// Runs body() on the calling thread with a team of num_threads() threads (more than one, not
@@ -321,7 +393,9 @@ void parallel_for(index_t n, index_t grain, F&& fn, int per_thread = chunks_per_
 /// 40-60 us here (AMD Zen 5 VM: 512^3 product, 2 threads, 0.64-0.65 ms with an OpenMP region
 /// against 0.57-0.59 with OMP_WAIT_POLICY=active). Where another thread's call holds the pool,
 /// the team is an OpenMP region (OpenMP builds) or there is none (body's parallel_for calls
-/// then wait for the pool). An exception from body() ends the team and is rethrown here.
+/// then run on the calling thread while the pool is held). The caller does not wait for pool
+/// workers that have not woken up by the end of body. An exception from body() ends the team
+/// and is rethrown here.
 template <class F>
 void with_team(F&& body) {
   const int threads = num_threads();
@@ -347,22 +421,27 @@ void with_team(F&& body) {
       if (c == 0) lead();  // the pool runs chunk 0 on the calling thread
       else t.serve();
     };
-    if (detail::pool::get().try_run(threads, threads, job)) {
+    // The caller, done with body, takes the serve() chunks of workers that have not woken up
+    // (they return at once, the team being closed) rather than wait for them to wake.
+    detail::watch_fork();
+    if (detail::pool::get().try_run(threads, threads, job, true)) {
       if (error) std::rethrow_exception(error);
       return;
     }
 #if defined(KILN_HAVE_OPENMP) && defined(_OPENMP)
+    if (!detail::forked_child()) {
 #pragma omp parallel num_threads(threads)
-    {
-      if (omp_get_thread_num() != 0) {
-        t.serve();
-      } else {
-        t.set_size(omp_get_num_threads());
-        lead();
+      {
+        if (omp_get_thread_num() != 0) {
+          t.serve();
+        } else {
+          t.set_size(omp_get_num_threads());
+          lead();
+        }
       }
+      if (error) std::rethrow_exception(error);
+      return;
     }
-    if (error) std::rethrow_exception(error);
-    return;
 #endif
   }
   body();
