@@ -50,7 +50,8 @@ template <class T> T random_value(double lo = -2, double hi = 2) {
   else return static_cast<T>(static_cast<float>(u(rng())));
 }
 
-enum class layout { rows, cols, strided };  // row-major, transposed, a strided sub-matrix
+enum class layout { rows, cols, strided, padded };  // row-major, transposed, a strided sub-matrix, row-major
+                                                   // with a row stride past the row's end
 
 /// A batch of random matrices stored in one of the layouts, read back through `at`.
 template <class T> struct operand {
@@ -63,6 +64,7 @@ template <class T> struct operand {
     index_t rs = c, cs = 1, offset = 0;
     if (l == layout::cols) rs = 1, cs = r;
     if (l == layout::strided) rs = 2 * c + 3, cs = 2, offset = rs + 1;  // every other column of a bigger matrix
+    if (l == layout::padded) rs = c + 5;
     const index_t one = std::max<index_t>(offset + (r - 1) * rs + (c - 1) * cs + 1, 1);
     const index_t stored = broadcast ? 1 : batch;
     store.resize(static_cast<std::size_t>(one * std::max<index_t>(stored, 1)));
@@ -188,11 +190,36 @@ TEST_CASE("mixed shapes, k = 0 and k = 1, and sizes that cross MC, NC and KC") {
 }
 
 TEST_CASE("transposed and strided operands need no copies and give the same products") {
-  for (layout la : {layout::rows, layout::cols, layout::strided})
-    for (layout lb : {layout::rows, layout::cols, layout::strided}) {
+  for (layout la : {layout::rows, layout::cols, layout::strided, layout::padded})
+    for (layout lb : {layout::rows, layout::cols, layout::strided, layout::padded}) {
       check_product<float>(1, 29, 45, 70, la, lb);
       check_product<float>(1, 70, 37, 2 * fcfg::kc + 3, la, lb, false, false, 5);  // C a sub-matrix too
     }
+}
+
+TEST_CASE("A by rows is read in place: bitwise what packed A (by columns) gives") {
+  // The micro-kernel reads full row tiles of a row-major float A where they are and packs only
+  // a last, partial one; A by columns is packed throughout. Same sums in the same order.
+  for (int threads : {1, 2}) {
+    threads_guard t(threads);
+    for (index_t m : {1, 5, 6, 7, 70, 97})
+      for (index_t n : {index_t{3}, index_t{fcfg::nr}, index_t{2 * fcfg::nr + 5}})
+        for (index_t k : {index_t{1}, index_t{9}, fcfg::kc + 5}) {
+          CAPTURE(threads);
+          CAPTURE(m);
+          CAPTURE(n);
+          CAPTURE(k);
+          const operand<float> a(1, m, k, layout::padded, false), b(1, k, n, layout::rows, false);
+          std::vector<float> a_cols(static_cast<std::size_t>(m * k));  // the same A, by columns
+          for (index_t i = 0; i < m; ++i)
+            for (index_t p = 0; p < k; ++p) a_cols[static_cast<std::size_t>(p * m + i)] = static_cast<float>(a.at(0, i, p));
+          output<float> c_rows(1, m, n), c_cols(1, m, n);
+          cpu::gemm<float>(1, m, n, k, a.ref, b.ref, c_rows.ref());
+          cpu::gemm<float>(1, m, n, k, {a_cols.data(), 0, 1, m}, b.ref, c_cols.ref());
+          CHECK(std::memcmp(c_rows.store.data(), c_cols.store.data(), c_rows.store.size() * sizeof(float)) == 0);
+          CHECK(worst_error(c_rows, product(1, m, n, k, a, b)) <= 1e-4);
+        }
+  }
 }
 
 TEST_CASE("B by columns (x W^T) packs by 8 x 8 transposes: bitwise what B by rows gives") {

@@ -271,14 +271,16 @@ void pack_b_edge(const T* b, index_t rs, index_t cs, index_t kc, index_t cols, i
 }
 
 // ---- micro-kernels -------------------------------------------------------------------------------
-// Both compute the MR x NR tile  acc = sum_p a[p*MR + r] * b[p*ldb + j]  (p ascending, one
+// Both compute the MR x NR tile  acc = sum_p A(r, p) * b[p*ldb + j]  (p ascending, one
 // multiply-add per p, so the result does not depend on where the tile lies) and then store it
 // to c (row stride ldc): c = acc on the first k block, c += acc on the others. b is a packed
-// micro-panel (ldb = NR) or, for products of few rows, B itself (ldb its row stride).
+// micro-panel (ldb = NR) or, for products of few rows, B itself (ldb its row stride). A(r, p)
+// is a[p*MR + r], a packed micro-panel, when lda is 0, else a[r*lda + p]: A's rows read in place
+// (see gemm_block).
 
-template <class U, int MR, int NV, class Arch>
-void micro_kernel_simd(index_t kc, const U* __restrict a, const U* __restrict b, index_t ldb, U* __restrict c,
-                       index_t ldc, bool first) {
+template <class U, int MR, int NV, class Arch, bool DirectA>
+void micro_kernel_simd_loop(index_t kc, const U* __restrict a, index_t lda, const U* __restrict b, index_t ldb,
+                            U* __restrict c, index_t ldc, bool first) {
   using V = xsimd::batch<U, Arch>;
   constexpr int W = static_cast<int>(V::size);
   // C's tile is needed only after the k loop: start fetching it now so that its (cold) lines
@@ -292,17 +294,20 @@ void micro_kernel_simd(index_t kc, const U* __restrict a, const U* __restrict b,
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) acc[r][v] = V(U(0));
+  const U* rows[MR];  // in place: row r's next element
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) rows[r] = a + (DirectA ? r * lda : r);
   for (index_t p = 0; p < kc; ++p) {
     V bv[NV];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) bv[v] = V::load_unaligned(b + v * W);
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
-      const V ar(a[r]);
+      const V ar(DirectA ? rows[r][p] : a[r]);
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[r][v] = fmadd(ar, bv[v], acc[r][v]);
     }
-    a += MR;
+    if constexpr (!DirectA) a += MR;
     b += ldb;
   }
   if (first) {
@@ -318,7 +323,14 @@ void micro_kernel_simd(index_t kc, const U* __restrict a, const U* __restrict b,
   }
 }
 
+template <class U, int MR, int NV, class Arch>
+void micro_kernel_simd(index_t kc, const U* a, index_t lda, const U* b, index_t ldb, U* c, index_t ldc, bool first) {
+  if (lda) micro_kernel_simd_loop<U, MR, NV, Arch, true>(kc, a, lda, b, ldb, c, ldc, first);
+  else micro_kernel_simd_loop<U, MR, NV, Arch, false>(kc, a, 0, b, ldb, c, ldc, first);
+}
+
 // Integers (and floating types without SIMD registers): plain loops the compiler may vectorise.
+// A is always packed for them (lda 0).
 template <class U, int MR, int NR, class Arch>
 void micro_kernel_plain(index_t kc, const U* __restrict a, const U* __restrict b, index_t ldb, U* __restrict c,
                         index_t ldc, bool first) {
@@ -334,26 +346,32 @@ void micro_kernel_plain(index_t kc, const U* __restrict a, const U* __restrict b
 }
 
 template <class U, class Arch>
-void micro_kernel(index_t kc, const U* a, const U* b, index_t ldb, U* c, index_t ldc, bool first) {
+void micro_kernel(index_t kc, const U* a, index_t lda, const U* b, index_t ldb, U* c, index_t ldc, bool first) {
   using cfg = gemm_config<U, Arch>;
-  if constexpr (cfg::vectorised) micro_kernel_simd<U, cfg::mr, cfg::nv, Arch>(kc, a, b, ldb, c, ldc, first);
+  if constexpr (cfg::vectorised) micro_kernel_simd<U, cfg::mr, cfg::nv, Arch>(kc, a, lda, b, ldb, c, ldc, first);
   else micro_kernel_plain<U, cfg::mr, cfg::nr, Arch>(kc, a, b, ldb, c, ldc, first);
 }
 
 // The last, partial column panel of a vectorised product: nv < NV vectors wide, so that
 // n = 10 (a classifier's output) costs one vector per k step instead of NV.
 template <class U, class Arch, int V = 1>
-void micro_kernel_narrow(int nv, index_t kc, const U* a, const U* b, index_t ldb, U* c, index_t ldc) {
+void micro_kernel_narrow(int nv, index_t kc, const U* a, index_t lda, const U* b, index_t ldb, U* c, index_t ldc) {
   using cfg = gemm_config<U, Arch>;
   if constexpr (V < cfg::nv) {
-    if (nv == V) micro_kernel_simd<U, cfg::mr, V, Arch>(kc, a, b, ldb, c, ldc, true);
-    else micro_kernel_narrow<U, Arch, V + 1>(nv, kc, a, b, ldb, c, ldc);
+    if (nv == V) micro_kernel_simd<U, cfg::mr, V, Arch>(kc, a, lda, b, ldb, c, ldc, true);
+    else micro_kernel_narrow<U, Arch, V + 1>(nv, kc, a, lda, b, ldb, c, ldc);
   } else {
-    micro_kernel_simd<U, cfg::mr, cfg::nv, Arch>(kc, a, b, ldb, c, ldc, true);
+    micro_kernel_simd<U, cfg::mr, cfg::nv, Arch>(kc, a, lda, b, ldb, c, ldc, true);
   }
 }
 
 // ---- one rectangle of one product ---------------------------------------------------------------
+// Whether gemm_block reads A's rows in place rather than pack them (A by rows, column stride 1,
+// of the compute type, vectorised kernels).
+template <class T, class Arch> constexpr bool gemm_reads_a_in_place(index_t a_col_stride) {
+  return std::is_same_v<T, gemm_compute_t<T>> && gemm_config<T, Arch>::vectorised && a_col_stride == 1;
+}
+
 // Rectangles of at most this many rows read B's rows in place (see gemm_block): measured on
 // AMD Zen 4, one thread, 16 x 1024 x 784 took 0.34 ms with B packed and 0.26 ms in place;
 // 64 rows 1.41 against 1.24 ms; from 128 rows on packing is as fast or faster.
@@ -387,13 +405,20 @@ void gemm_block(index_t bi, index_t m0, index_t m1, index_t n0, index_t n1, inde
   // multiply-adds' worth); the micro-kernel then reads B's rows where they are (contiguous
   // rows of the compute type), and only a last, partial panel is packed.
   const bool direct_b = std::is_same_v<T, U> && cfg::vectorised && bcs == 1 && m1 - m0 <= gemm_direct_b_rows;
+  // A by rows (column stride 1): the micro-kernel reads the MR rows of a tile where they are,
+  // each row a contiguous run of kc values that stays in L1 while the tile's row sweeps B's
+  // block, as a packed micro-panel would; only a last, partial row tile is packed (zero rows
+  // past mc). Packing A cost 2.5% of a 512 x 1024 x 1024 product on one thread (AMD Zen 5).
+  const bool direct_a = gemm_reads_a_in_place<T, Arch>(acs);
 
   for (index_t ic = m0; ic < m1; ic += MC) {
     const index_t mc = std::min(MC, m1 - ic);
     for (index_t pc = 0; pc < k; pc += KC) {
       const index_t kc = std::min(KC, k - pc);
       const bool first = pc == 0, last = pc + kc == k;
-      pack_a<MR, Arch>(a + ic * ars + pc * acs, ars, acs, mc, kc, ap);
+      const index_t direct_rows = direct_a ? mc / MR * MR : 0;  // rows read from A itself
+      if (direct_rows < mc)
+        pack_a<MR, Arch>(a + (ic + direct_rows) * ars + pc * acs, ars, acs, mc - direct_rows, kc, ap);
       for (index_t jc = n0; jc < n1; jc += NC) {
         const index_t nc = std::min(NC, n1 - jc);
         const index_t direct = direct_b ? nc / NR * NR : 0;  // columns read from B itself
@@ -408,7 +433,11 @@ void gemm_block(index_t bi, index_t m0, index_t m1, index_t n0, index_t n1, inde
         // One MR x NR tile of C (rows ir, columns jr of this block).
         auto tile_at = [&](index_t ir, index_t jr) {
           const index_t mr = std::min<index_t>(MR, mc - ir);
-          const U* apanel = ap + ir * kc;
+          const U* apanel = ap + (ir - direct_rows) * kc;
+          index_t lda = 0;  // packed
+          if constexpr (std::is_same_v<T, U>) {
+            if (ir < direct_rows) apanel = a + (ic + ir) * ars + pc, lda = ars;
+          }
           const index_t nr = std::min<index_t>(NR, nc - jr);
           const index_t i0 = ic + ir, j0 = jc + jr;
           T* ct = c + i0 * ldc + j0;
@@ -417,16 +446,16 @@ void gemm_block(index_t bi, index_t m0, index_t m1, index_t n0, index_t n1, inde
           if constexpr (std::is_same_v<T, U>) {
             if (jr < direct) bpanel = b + pc * brs + j0, ldb = brs;
             if (mr == MR && nr == NR) {
-              micro_kernel<U, Arch>(kc, apanel, bpanel, ldb, ct, ldc, first);
+              micro_kernel<U, Arch>(kc, apanel, lda, bpanel, ldb, ct, ldc, first);
               return;
             }
           }
           // edge tiles and converted types go through the tile buffer
           if constexpr (cfg::vectorised) {
-            if (jr >= full) micro_kernel_narrow<U, Arch>(edge_nv, kc, apanel, bpanel, edge_nv * cfg::width, tile, NR);
-            else micro_kernel<U, Arch>(kc, apanel, bpanel, ldb, tile, NR, true);
+            if (jr >= full) micro_kernel_narrow<U, Arch>(edge_nv, kc, apanel, lda, bpanel, edge_nv * cfg::width, tile, NR);
+            else micro_kernel<U, Arch>(kc, apanel, lda, bpanel, ldb, tile, NR, true);
           } else {
-            micro_kernel<U, Arch>(kc, apanel, bpanel, ldb, tile, NR, true);
+            micro_kernel<U, Arch>(kc, apanel, lda, bpanel, ldb, tile, NR, true);
           }
           for (index_t r = 0; r < mr; ++r) {
             T* cr = ct + r * ldc;
@@ -471,10 +500,15 @@ void gemm_block(index_t bi, index_t m0, index_t m1, index_t n0, index_t n1, inde
 // copies; a multiply-add 0.0074). With one weight for both (30), a square product was a tie
 // that split N, so that each thread packed all of A: 512^3 with 2 threads took 0.63 ms
 // against 0.57 with M split, 1024^3 4.7 against 4.4, 2048^3 37.5 against 35.9.
+// A read in place (gemm_reads_a_in_place) costs about nothing beyond its multiply-adds (one
+// thread, 512 x 1024 x 1024, medians of 3 runs: 4.26-4.41 ms in place, 4.18-4.30 with A's
+// packing left out, giving wrong results, 4.33-4.44 packed), so a_weight is 0 for it and the
+// split is the one that packs least of B.
 struct gemm_split {
   index_t tm = 1, tn = 1;
 };
-inline gemm_split choose_split(index_t parts, index_t m, index_t n, index_t k, index_t mr, index_t nr, index_t mc) {
+inline gemm_split choose_split(index_t parts, index_t m, index_t n, index_t k, index_t mr, index_t nr, index_t mc,
+                               double a_weight = 24) {
   const index_t tiles_m = (m + mr - 1) / mr, tiles_n = (n + nr - 1) / nr;
   gemm_split best;
   double best_cost = 0;
@@ -484,7 +518,7 @@ inline gemm_split choose_split(index_t parts, index_t m, index_t n, index_t k, i
     const double rows = static_cast<double>(std::min(m, (tiles_m + tm - 1) / tm * mr));
     const double cols = static_cast<double>(std::min(n, (tiles_n + tn - 1) / tn * nr));
     const double kk = static_cast<double>(k), a_packs = std::ceil(rows / static_cast<double>(mc));
-    const double cost = rows * cols * kk + 24 * rows * kk + 12 * kk * cols * a_packs;
+    const double cost = rows * cols * kk + a_weight * rows * kk + 12 * kk * cols * a_packs;
     if (tm == 1 || cost < best_cost) {
       best_cost = cost;
       best = {tm, tn};
@@ -536,7 +570,8 @@ void gemm(index_t batch, index_t m, index_t n, index_t k, matrix_ref<const T> a,
   const index_t threads = flops < 4e6 ? 1 : std::max(1, num_threads());
   // Split each product into `parts` rectangles so that batch * parts divides evenly by threads.
   const index_t parts = std::min(threads / std::gcd(batch, threads), tiles_m * tiles_n);
-  const detail::gemm_split sp = detail::choose_split(parts, m, n, k, cfg::mr, cfg::nr, cfg::mc);
+  const double a_weight = detail::gemm_reads_a_in_place<T, Arch>(a.col_stride) ? 0 : 24;
+  const detail::gemm_split sp = detail::choose_split(parts, m, n, k, cfg::mr, cfg::nr, cfg::mc, a_weight);
   auto run = [&](index_t begin, index_t end) {
     for (index_t item = begin; item < end; ++item) {
       const index_t bi = item / (sp.tm * sp.tn), rect = item % (sp.tm * sp.tn);
