@@ -8,7 +8,8 @@
 // (--threads=N picks the thread count of both libraries, default 2; interleaving spreads the
 // disturbance of a shared machine over all rows). OpenBLAS's kernels and thread count are the
 // suites' (kb::ensure_env, bench_main.hpp: the CPU's core type, set before OpenBLAS loads by
-// starting the program again). The `openblas_kernels` context line says which ran.
+// starting the program again; also OMP_WAIT_POLICY=passive unless set, which kiln's OpenMP
+// regions then run under). The `openblas_kernels` and `kiln_threads` context lines say which.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 #include <unistd.h>

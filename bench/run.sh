@@ -64,7 +64,9 @@ cmake --build "$dir" -j "$jobs" --target "${targets[@]}"
 # The environment the peers run best in (OpenBLAS's kernels for this CPU, the thread counts,
 # OpenMP's wait policy, libtorch's kernels) is set by each binary: ensure_env in
 # bench/bench_main.hpp, which says why for each, and prints what it changed.
-# KILN_BENCH_OPENBLAS_CORETYPE chooses OpenBLAS's kernels.
+# KILN_BENCH_OPENBLAS_CORETYPE chooses OpenBLAS's kernels. (KILN_BENCH_RESTARTED, which a
+# binary sets when it starts itself again, would make it skip all that.)
+unset KILN_BENCH_RESTARTED
 echo "run.sh: threads=$threads load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 args=(--threads="$threads" --reps="$reps")

@@ -7,7 +7,8 @@
 //
 //   for ic in M by MC          A block (MC x KC), packed, lives in L3
 //     for pc in K by KC
-//       pack A[ic.., pc..] into micro-panels of MR rows
+//       pack A[ic.., pc..] into micro-panels of MR rows (a row-major float A: only a last,
+//       partial micro-panel; the micro-kernel reads the others' rows in place)
 //       for jc in N by NC      B block (KC x NC), packed, lives in L2
 //         pack B[pc.., jc..] into micro-panels of NR columns
 //         for ir in MC by MR   one A micro-panel (MR x KC) stays in L1 ...
@@ -367,9 +368,11 @@ void micro_kernel_narrow(int nv, index_t kc, const U* a, index_t lda, const U* b
 
 // ---- one rectangle of one product ---------------------------------------------------------------
 // Whether gemm_block reads A's rows in place rather than pack them (A by rows, column stride 1,
-// of the compute type, vectorised kernels).
-template <class T, class Arch> constexpr bool gemm_reads_a_in_place(index_t a_col_stride) {
-  return std::is_same_v<T, gemm_compute_t<T>> && gemm_config<T, Arch>::vectorised && a_col_stride == 1;
+// of the compute type, vectorised kernels). Not a broadcast A (row stride 0: every row the
+// same), which the micro-kernel would take for a packed one; it is packed.
+template <class T, class Arch> constexpr bool gemm_reads_a_in_place(index_t a_row_stride, index_t a_col_stride) {
+  return std::is_same_v<T, gemm_compute_t<T>> && gemm_config<T, Arch>::vectorised && a_col_stride == 1 &&
+         a_row_stride != 0;
 }
 
 // Rectangles of at most this many rows read B's rows in place (see gemm_block): measured on
@@ -409,7 +412,7 @@ void gemm_block(index_t bi, index_t m0, index_t m1, index_t n0, index_t n1, inde
   // each row a contiguous run of kc values that stays in L1 while the tile's row sweeps B's
   // block, as a packed micro-panel would; only a last, partial row tile is packed (zero rows
   // past mc). Packing A cost 2.5% of a 512 x 1024 x 1024 product on one thread (AMD Zen 5).
-  const bool direct_a = gemm_reads_a_in_place<T, Arch>(acs);
+  const bool direct_a = gemm_reads_a_in_place<T, Arch>(ars, acs);
 
   for (index_t ic = m0; ic < m1; ic += MC) {
     const index_t mc = std::min(MC, m1 - ic);
@@ -433,11 +436,12 @@ void gemm_block(index_t bi, index_t m0, index_t m1, index_t n0, index_t n1, inde
         // One MR x NR tile of C (rows ir, columns jr of this block).
         auto tile_at = [&](index_t ir, index_t jr) {
           const index_t mr = std::min<index_t>(MR, mc - ir);
-          const U* apanel = ap + (ir - direct_rows) * kc;
+          const U* apanel = nullptr;
           index_t lda = 0;  // packed
           if constexpr (std::is_same_v<T, U>) {
             if (ir < direct_rows) apanel = a + (ic + ir) * ars + pc, lda = ars;
           }
+          if (!apanel) apanel = ap + (ir - direct_rows) * kc;
           const index_t nr = std::min<index_t>(NR, nc - jr);
           const index_t i0 = ic + ir, j0 = jc + jr;
           T* ct = c + i0 * ldc + j0;
@@ -570,7 +574,7 @@ void gemm(index_t batch, index_t m, index_t n, index_t k, matrix_ref<const T> a,
   const index_t threads = flops < 4e6 ? 1 : std::max(1, num_threads());
   // Split each product into `parts` rectangles so that batch * parts divides evenly by threads.
   const index_t parts = std::min(threads / std::gcd(batch, threads), tiles_m * tiles_n);
-  const double a_weight = detail::gemm_reads_a_in_place<T, Arch>(a.col_stride) ? 0 : 24;
+  const double a_weight = detail::gemm_reads_a_in_place<T, Arch>(a.row_stride, a.col_stride) ? 0 : 24;
   const detail::gemm_split sp = detail::choose_split(parts, m, n, k, cfg::mr, cfg::nr, cfg::mc, a_weight);
   auto run = [&](index_t begin, index_t end) {
     for (index_t item = begin; item < end; ++item) {

@@ -149,21 +149,24 @@ class pool {
     unsigned seen = 0;
     std::unique_lock<std::mutex> l(m_);
     for (;;) {
-      if (!(stop_ || (generation_ != seen && next_ < chunks_))) {
+      if (!(stop_ || generation_ != seen)) {
         l.unlock();
         spin_until([&] { return generation_seen_.load(std::memory_order_acquire) != seen; }, worker_spin);
         l.lock();
       }
-      cv_.wait(l, [&] { return stop_ || (generation_ != seen && next_ < chunks_); });
+      cv_.wait(l, [&] { return stop_ || generation_ != seen; });
       if (stop_) return;
       seen = generation_;
-      if (helpers_ == 0) continue;  // a pool grown for more threads than this region uses
+      // Nothing to do when the pool was grown for more threads than this region uses, or the
+      // job's chunks are all taken (a with_team caller takes those of workers that woke late):
+      // back to spinning, so that the next job finds this worker awake.
+      if (helpers_ == 0 || next_ >= chunks_) continue;
       --helpers_;
       take(l, one_each());
     }
   }
-  /// Runs chunks of the current job until none is left, or only one (l is held on entry and
-  /// exit).
+  /// Runs chunks of the current job until none is left, or, with just_one, after one (l is
+  /// held on entry and exit).
   void take(std::unique_lock<std::mutex>& l, bool just_one) {
     while (next_ < chunks_) {
       const int c = next_++;
@@ -197,7 +200,9 @@ inline bool& forked_child() {
 }
 void after_fork_in_child();
 /// Has after_fork_in_child run in the child of each later fork() (called before any threads
-/// start: in parallel_for, with_team and by the pool's owner).
+/// start: in parallel_for, with_team and by the pool's owner). A fork() from inside a kiln
+/// call (a with_team body, a parallel_for chunk) is not supported: the child's copy of that
+/// call waits for threads that are not there.
 inline void watch_fork() {
 #if defined(__unix__) || defined(__APPLE__)
   static const bool watching = [] {
@@ -211,13 +216,29 @@ inline void watch_fork() {
 /// Owns the process's pool; in a fork()'s child, a new one (see pool::get).
 struct pool_owner {
   pool* p = new pool;
-  pool_owner() { watch_fork(); }
-  ~pool_owner() { delete p; }
-  /// In a fork()'s child: a fresh pool; the parent's is kept, and reachable (leak checkers).
+  pool_owner() {
+    watch_fork();
+    live().store(this, std::memory_order_release);
+  }
+  /// Deletes the pool; in a fork()'s child the parent's stays, still reachable from here (leak
+  /// checkers run after this): deleting it would join threads that are not there.
+  ~pool_owner() {
+    live().store(nullptr, std::memory_order_release);
+    pool* const parent = p->before_fork_;
+    delete p;
+    p = parent;
+  }
+  /// In a fork()'s child: a fresh pool; the parent's is kept (see ~pool_owner).
   void renew() {
     pool* const fresh = new pool;
     fresh->before_fork_ = p;
     p = fresh;
+  }
+  /// The owner once made (null before, and while another thread makes it: a fork() then
+  /// leaves the child to make its own).
+  static std::atomic<pool_owner*>& live() {
+    static std::atomic<pool_owner*> o{nullptr};
+    return o;
   }
   pool_owner(const pool_owner&) = delete;
   pool_owner& operator=(const pool_owner&) = delete;
@@ -234,7 +255,7 @@ inline pool& pool::get() { return *pool_owner::instance().p; }
 /// region), so parallel_for runs on kiln's pool instead.
 inline void after_fork_in_child() {
   forked_child() = true;
-  pool_owner::instance().renew();
+  if (pool_owner* const o = pool_owner::live().load(std::memory_order_acquire)) o->renew();
 }
 
 /// The threads of one compiled call (see with_team): the calling thread runs the plan and posts
