@@ -67,8 +67,9 @@ template <class T> T random_value(double lo = -2, double hi = 2) {
   else return static_cast<T>(static_cast<float>(u(rng())));
 }
 
-enum class layout { rows, cols, strided, padded };  // row-major, transposed, a strided sub-matrix, row-major
-                                                   // with a row stride past the row's end
+// row-major, transposed, a strided sub-matrix, row-major with a row stride past the row's end,
+// one row repeated (row stride 0, as a broadcast view [1, c] -> [r, c]; exactly one row stored)
+enum class layout { rows, cols, strided, padded, repeated };
 
 /// A batch of random matrices stored in one of the layouts, read back through `at`.
 template <class T> struct operand {
@@ -82,6 +83,7 @@ template <class T> struct operand {
     if (l == layout::cols) rs = 1, cs = r;
     if (l == layout::strided) rs = 2 * c + 3, cs = 2, offset = rs + 1;  // every other column of a bigger matrix
     if (l == layout::padded) rs = c + 5;
+    if (l == layout::repeated) rs = 0;
     const index_t one = std::max<index_t>(offset + (r - 1) * rs + (c - 1) * cs + 1, 1);
     const index_t stored = broadcast ? 1 : batch;
     store.resize(static_cast<std::size_t>(one * std::max<index_t>(stored, 1)));
@@ -182,6 +184,26 @@ void check_product(index_t batch, index_t m, index_t n, index_t k, layout la, la
 
 using fcfg = cpu::detail::gemm_config<float>;
 
+/// x's values stored again, contiguous, by rows or (by_rows false) by columns.
+std::vector<float> laid_out(const operand<float>& x, bool by_rows) {
+  std::vector<float> v(static_cast<std::size_t>(x.rows * x.cols));
+  for (index_t i = 0; i < x.rows; ++i)
+    for (index_t j = 0; j < x.cols; ++j)
+      v[static_cast<std::size_t>(by_rows ? i * x.cols + j : j * x.rows + i)] = static_cast<float>(x.at(0, i, j));
+  return v;
+}
+
+/// A * B with the operands as given and as a2, b2 (the same values, laid out otherwise): the
+/// two products bitwise equal, and right.
+void check_same_bits(index_t m, index_t n, index_t k, const operand<float>& a, const operand<float>& b,
+                     matrix_ref<const float> a2, matrix_ref<const float> b2) {
+  output<float> c(1, m, n), c2(1, m, n);
+  cpu::gemm<float>(1, m, n, k, a.ref, b.ref, c.ref());
+  cpu::gemm<float>(1, m, n, k, a2, b2, c2.ref());
+  CHECK(std::memcmp(c.store.data(), c2.store.data(), c.store.size() * sizeof(float)) == 0);
+  CHECK(worst_error(c, product(1, m, n, k, a, b)) <= 1e-4);
+}
+
 }  // namespace
 
 TEST_CASE("gemm at hand-computed values") {
@@ -227,14 +249,8 @@ TEST_CASE("A by rows is read in place: bitwise what packed A (by columns) gives"
           CAPTURE(n);
           CAPTURE(k);
           const operand<float> a(1, m, k, layout::padded, false), b(1, k, n, layout::rows, false);
-          std::vector<float> a_cols(static_cast<std::size_t>(m * k));  // the same A, by columns
-          for (index_t i = 0; i < m; ++i)
-            for (index_t p = 0; p < k; ++p) a_cols[static_cast<std::size_t>(p * m + i)] = static_cast<float>(a.at(0, i, p));
-          output<float> c_rows(1, m, n), c_cols(1, m, n);
-          cpu::gemm<float>(1, m, n, k, a.ref, b.ref, c_rows.ref());
-          cpu::gemm<float>(1, m, n, k, {a_cols.data(), 0, 1, m}, b.ref, c_cols.ref());
-          CHECK(std::memcmp(c_rows.store.data(), c_cols.store.data(), c_rows.store.size() * sizeof(float)) == 0);
-          CHECK(worst_error(c_rows, product(1, m, n, k, a, b)) <= 1e-4);
+          const std::vector<float> a_cols = laid_out(a, false);
+          check_same_bits(m, n, k, a, b, {a_cols.data(), 0, 1, m}, b.ref);
         }
   }
 }
@@ -246,26 +262,8 @@ TEST_CASE("A broadcast along its rows (row stride 0) is packed, not read in plac
     threads_guard t(threads);
     for (index_t m : {6, 13, 64})
       for (index_t k : {index_t{5}, fcfg::kc + 3}) {
-        const index_t n = 2 * fcfg::nr + 3;
         CAPTURE(threads);
-        CAPTURE(m);
-        CAPTURE(k);
-        std::vector<float> row(static_cast<std::size_t>(k));  // exactly one row: ASan sees an overrun
-        for (auto& x : row) x = random_value<float>(-2, 2);
-        const operand<float> b(1, k, n, layout::rows, false);
-        output<float> c(1, m, n);
-        cpu::gemm<float>(1, m, n, k, {row.data(), 0, 0, 1}, b.ref, c.ref());
-        double worst = 0;
-        for (index_t i = 0; i < m; ++i)
-          for (index_t j = 0; j < n; ++j) {
-            double want = 0, scale = 0;
-            for (index_t p = 0; p < k; ++p) {
-              want += double(row[static_cast<std::size_t>(p)]) * b.at(0, p, j);
-              scale += std::fabs(double(row[static_cast<std::size_t>(p)]) * b.at(0, p, j));
-            }
-            worst = std::max(worst, std::fabs(c.at(0, i, j) - want) / (scale + 1e-30));
-          }
-        CHECK(worst <= 1e-5);
+        check_product<float>(1, m, 2 * fcfg::nr + 3, k, layout::repeated, layout::rows);  // one row stored: ASan sees an overrun
       }
   }
 }
@@ -282,14 +280,8 @@ TEST_CASE("B by columns (x W^T) packs by 8 x 8 transposes: bitwise what B by row
           CAPTURE(n);
           CAPTURE(k);
           const operand<float> a(1, m, k, layout::rows, false), b(1, k, n, layout::cols, false);
-          std::vector<float> b_rows(static_cast<std::size_t>(k * n));  // the same B, by rows
-          for (index_t p = 0; p < k; ++p)
-            for (index_t j = 0; j < n; ++j) b_rows[static_cast<std::size_t>(p * n + j)] = static_cast<float>(b.at(0, p, j));
-          output<float> by_cols(1, m, n), by_rows(1, m, n);
-          cpu::gemm<float>(1, m, n, k, a.ref, b.ref, by_cols.ref());
-          cpu::gemm<float>(1, m, n, k, a.ref, {b_rows.data(), 0, n, 1}, by_rows.ref());
-          CHECK(std::memcmp(by_cols.store.data(), by_rows.store.data(), by_cols.store.size() * sizeof(float)) == 0);
-          CHECK(worst_error(by_cols, product(1, m, n, k, a, b)) <= 1e-4);
+          const std::vector<float> b_rows = laid_out(b, true);
+          check_same_bits(m, n, k, a, b, a.ref, {b_rows.data(), 0, n, 1});
         }
   }
 }

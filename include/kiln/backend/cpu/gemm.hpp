@@ -508,11 +508,12 @@ void gemm_block(index_t bi, index_t m0, index_t m1, index_t n0, index_t n1, inde
 // thread, 512 x 1024 x 1024, medians of 3 runs: 4.26-4.41 ms in place, 4.18-4.30 with A's
 // packing left out, giving wrong results, 4.33-4.44 packed), so a_weight is 0 for it and the
 // split is the one that packs least of B.
+inline constexpr double gemm_packed_a_cost = 24, gemm_packed_b_cost = 12;  // in multiply-adds
 struct gemm_split {
   index_t tm = 1, tn = 1;
 };
 inline gemm_split choose_split(index_t parts, index_t m, index_t n, index_t k, index_t mr, index_t nr, index_t mc,
-                               double a_weight = 24) {
+                               double a_weight) {
   const index_t tiles_m = (m + mr - 1) / mr, tiles_n = (n + nr - 1) / nr;
   gemm_split best;
   double best_cost = 0;
@@ -522,7 +523,7 @@ inline gemm_split choose_split(index_t parts, index_t m, index_t n, index_t k, i
     const double rows = static_cast<double>(std::min(m, (tiles_m + tm - 1) / tm * mr));
     const double cols = static_cast<double>(std::min(n, (tiles_n + tn - 1) / tn * nr));
     const double kk = static_cast<double>(k), a_packs = std::ceil(rows / static_cast<double>(mc));
-    const double cost = rows * cols * kk + a_weight * rows * kk + 12 * kk * cols * a_packs;
+    const double cost = rows * cols * kk + a_weight * rows * kk + gemm_packed_b_cost * kk * cols * a_packs;
     if (tm == 1 || cost < best_cost) {
       best_cost = cost;
       best = {tm, tn};
@@ -574,7 +575,7 @@ void gemm(index_t batch, index_t m, index_t n, index_t k, matrix_ref<const T> a,
   const index_t threads = flops < 4e6 ? 1 : std::max(1, num_threads());
   // Split each product into `parts` rectangles so that batch * parts divides evenly by threads.
   const index_t parts = std::min(threads / std::gcd(batch, threads), tiles_m * tiles_n);
-  const double a_weight = detail::gemm_reads_a_in_place<T, Arch>(a.row_stride, a.col_stride) ? 0 : 24;
+  const double a_weight = detail::gemm_reads_a_in_place<T, Arch>(a.row_stride, a.col_stride) ? 0 : detail::gemm_packed_a_cost;
   const detail::gemm_split sp = detail::choose_split(parts, m, n, k, cfg::mr, cfg::nr, cfg::mc, a_weight);
   auto run = [&](index_t begin, index_t end) {
     for (index_t item = begin; item < end; ++item) {

@@ -200,7 +200,7 @@ inline bool& forked_child() {
 }
 void after_fork_in_child();
 /// Has after_fork_in_child run in the child of each later fork() (called before any threads
-/// start: in parallel_for, with_team and by the pool's owner). A fork() from inside a kiln
+/// start: by parallel_for and by the pool's owner). A fork() from inside a kiln
 /// call (a with_team body, a parallel_for chunk) is not supported: the child's copy of that
 /// call waits for threads that are not there.
 inline void watch_fork() {
@@ -444,7 +444,6 @@ void with_team(F&& body) {
     };
     // The caller, done with body, takes the serve() chunks of workers that have not woken up
     // (they return at once, the team being closed) rather than wait for them to wake.
-    detail::watch_fork();
     if (detail::pool::get().try_run(threads, threads, job, true)) {
       if (error) std::rethrow_exception(error);
       return;
