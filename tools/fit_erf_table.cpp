@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 using LD = long double;
 constexpr int NI = 16, D = 5;
@@ -62,6 +63,10 @@ int main() {
   const LD top = 3.92L, pi = acosl(-1), w = top / (NI - 0.5L);
   sc = static_cast<float>(1 / w);
   tc = std::nextafter(3.92f, 0.0f);
+  if (!(static_cast<double>(tc) * sc < NI - 0.5)) {  // exact in double; simd.hpp asserts it too
+    std::fprintf(stderr, "the clamp would round to interval %d\n", NI);
+    return 1;
+  }
   for (int i = 0; i < NI; ++i) {
     LD a[D + 1][D + 2], x[D + 1];
     if (i == 0) {  // erf(w v) = v (x0 + x1 v^2 + x2 v^4), nodes in (0, 1/2]

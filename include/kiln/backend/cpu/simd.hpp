@@ -240,8 +240,8 @@ template <class T, class A>
   return xsimd::select(c, a, b);
 }
 
-/// erf in f32, one body for batches and scalars (AVX-512's batches take erf_f32_table instead,
-/// below; fn::erf chooses): erf(|a|) = t P(t^2) / Q(t^2), P and Q of degree
+/// erf in f32, one body for batches and scalars (on AVX-512 fn::erf takes erf_f32_table instead,
+/// below, for both): erf(|a|) = t P(t^2) / Q(t^2), P and Q of degree
 /// 5, fitted for kiln (minimax relative error 1.9e-8 over [0, 3.92]; iteratively reweighted
 /// least squares). |a| is clamped to 3.92, beyond which erf rounds to 1 in f32, and the result
 /// to 1, which rounding could pass; the sign is restored at the end, so erf is exactly odd.
@@ -288,20 +288,28 @@ namespace erf_table {
 /// the low bits) and |v| <= 1/2, then the polynomial of interval n, its coefficients picked
 /// from erf_table by VPERMPS (which reads the low 4 bits of each lane): an FMA, a subtract, an
 /// FMA, six permutes and five FMAs, against erf_f32's ten FMAs, two multiplies and a
-/// division. The sign is restored at the end (odd, as erf_f32), NaN stays NaN, erf(+-inf) =
-/// +-1. Against std::erf in double over every float: at most 2.04 ulp (erf_f32: 5.95). The gelu
-/// chain's kernel in L1, one thread: 0.163 against 0.180 ns a float (AMD Zen 5, 2026-11-24).
-/// On AVX2 the same table needs two permutes and a blend a coefficient, slower than erf_f32
-/// (0.49 against 0.34 ns a float), so AVX2 and the rest keep erf_f32.
+/// division. The two FMAs that find n and v round to nearest whatever the rounding mode (an
+/// upward mode would otherwise make n 16 near the clamp, which the permute reads as 0). The
+/// sign is restored at the end (odd, as erf_f32), NaN stays NaN, erf(+-inf) = +-1. Against
+/// std::erf in double over every float: at most 2.04 ulp (erf_f32: 5.95). The gelu chain's
+/// inner loop in L1, one thread: 0.163 against 0.180 ns a float (AMD Zen 5, 2026-11-24). On
+/// AVX2 the same table needs two permutes and a blend a coefficient, slower than erf_f32 (0.49
+/// against 0.34 ns a float), so AVX2 and the rest keep erf_f32. Scalars take this body too on
+/// AVX-512 (a one-value batch), so that a kernel's vector and scalar modes agree bit for bit.
 template <class A>
 [[gnu::always_inline]] inline xsimd::batch<float, A> erf_f32_table(const xsimd::batch<float, A>& a) {
   using V = xsimd::batch<float, A>;
+  static_assert(static_cast<double>(erf_table::clamp) * static_cast<double>(erf_table::scale) < 15.5,
+                "kiln: erf_table: the clamp must round to an interval below 16 (exact in double)");
+  constexpr int nearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
   const V magic(0x1.8p23f), scale(erf_table::scale);
   const V t = min_keep_nan(V(erf_table::clamp), fn::abs(a));
-  const V k = fmadd(t, scale, magic);  // n = round(t scale) in its low bits
-  const V v = fmadd(t, scale, magic - k);  // t scale - n, rounded once (magic - k = -n exactly)
+  const V k(_mm512_fmadd_round_ps(t, scale, magic, nearest));  // n = round(t scale) in its low bits
+  const V v(_mm512_fmadd_round_ps(t, scale, magic - k, nearest));  // t scale - n (magic - k = -n exactly)
   const __m512i n = _mm512_castps_si512(k);
-  const auto c = [&](int j) { return V(_mm512_permutexvar_ps(n, _mm512_load_ps(erf_table::c[j]))); };
+  // (the zero-masking form with every lane set is the same VPERMPS; the plain intrinsic makes
+  // GCC 12 warn of an uninitialised value inside avx512fintrin.h, GCC PR 105593)
+  const auto c = [&](int j) { return V(_mm512_maskz_permutexvar_ps(0xFFFF, n, _mm512_load_ps(erf_table::c[j]))); };
   V r = fmadd(c(5), v, c(4));
   r = fmadd(r, v, c(3));
   r = fmadd(r, v, c(2));
@@ -312,8 +320,15 @@ template <class A>
 #endif
 
 template <class T> requires std::is_floating_point_v<T> T erf(T x) {
-  if constexpr (std::is_same_v<T, float>) return erf_f32(x);
-  else return std::erf(x);
+  if constexpr (std::is_same_v<T, float>) {
+#if defined(__AVX512F__)
+    return erf_f32_table(xsimd::batch<float, xsimd::avx512f>(x)).get(0);
+#else
+    return erf_f32(x);
+#endif
+  } else {
+    return std::erf(x);
+  }
 }
 template <class T, class A>
 [[gnu::always_inline]] inline xsimd::batch<T, A> erf(const xsimd::batch<T, A>& x) {
