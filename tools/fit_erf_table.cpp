@@ -37,7 +37,8 @@ static void solve(int n, LD a[D + 1][D + 2], LD* x) {
   for (int j = 0; j < n; ++j) x[j] = a[j][n] / a[j][j];
 }
 
-static float c[D + 1][NI];
+static float c[D + 1][NI];  // c[j][i]: the coefficient of v^j on interval i
+static float sc, tc;         // the scale (1 / w) and the clamp, as the kernel holds them
 
 // A float literal that reads back as x.
 static void print_float(float x) {
@@ -45,7 +46,6 @@ static void print_float(float x) {
   std::snprintf(b, sizeof b, "%.9g", x);
   std::printf(std::strpbrk(b, ".e") ? "%sf" : "%s.0f", b);
 }
-static float sc, tc;
 
 // The kernel's evaluation, in f32 (std::fma rounds once, as the FMA instructions).
 static float eval(float z) {
