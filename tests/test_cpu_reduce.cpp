@@ -213,3 +213,46 @@ TEST_CASE("row kernels' non-temporal stores (stream_threshold) change no result"
     CHECK(kt::same_bits(s_both[1], n_both[1]));
   }
 }
+
+TEST_CASE("row kernels with a row cache pipeline each row's final sweep into the next row's sweep") {
+  // softmax, and softmax times g (a final sweep that multiplies only), over rows of at least
+  // cpu::detail::pipeline_min_row elements: a row's final sweep runs in the loop of the next
+  // row's exp sweep, a thread's last row on its own. 1, 2 and 3 threads end their runs on
+  // other rows, so equal bits for all (cpu_vs_eager) mean a row's result does not depend on
+  // where its final sweep ran. softmax times g plus b is not pipelined: its final sweep adds,
+  // and g++ contracts the multiply and the add into an FMA in one loop and not in the other.
+  using X = input<"x", f32, shape<dyn, dyn>>;
+  using G = param<"g", f32, shape<dyn>>;
+  using B = param<"b", f32, shape<dyn>>;
+  const auto sm = softmax(X{});
+  const auto scaled = softmax(X{}) * G{};
+  const auto affine = softmax(X{}) * G{} + B{};
+  static_assert(plan<decltype(scaled)>::schedule.kernels.size() == 1);
+  static_assert(plan<decltype(affine)>::schedule.kernels.size() == 1);
+  constexpr index_t min_row = cpu::detail::pipeline_min_row;
+  for (index_t len : {min_row - 1, min_row, min_row + 1, index_t{1000}, index_t{4097}}) {
+    for (index_t rows : {1, 2, 37}) {
+      INFO("rows " << rows << " of " << len);
+      auto x = kt::rand<float, 2>({rows, len}, -20, 20);
+      if (rows > 1) x(1, len / 2) = -std::numeric_limits<float>::infinity();
+      const std::initializer_list<feed> in{{"x", x}, {"g", kt::rand<float, 1>({len})}, {"b", kt::rand<float, 1>({len})}};
+      const long runs = len >= min_row ? 3 : 0;  // cpu_vs_eager runs each 3 times
+      for (std::int64_t threshold : {std::int64_t{1} << 62, std::int64_t{0}}) {  // stores streamed or not
+        const std::int64_t old = cpu::set_stream_threshold(threshold);
+        cpu::stats() = {};
+        CHECK(kt::cpu_vs_eager(sm, in) <= 1e-5);
+        CHECK(cpu::stats().pipelined == runs);
+        CHECK(kt::cpu_vs_eager(scaled, in) <= 1e-5);
+        CHECK(cpu::stats().pipelined == 2 * runs);
+        CHECK(kt::cpu_vs_eager(affine, in) <= 1e-5);
+        CHECK(cpu::stats().pipelined == 2 * runs);
+        cpu::set_stream_threshold(old);
+      }
+    }
+  }
+  // two reduced axes: not pipelined
+  using Y = input<"y", f32, shape<dyn, dyn, dyn>>;
+  cpu::stats() = {};
+  CHECK(kt::cpu_vs_eager(exp(Y{}) / sum<1, 2>(exp(Y{}), keepdim), {{"y", kt::rand<float, 3>({9, 3, 700})}}) <= 1e-5);
+  CHECK(cpu::stats().pipelined == 0);
+}

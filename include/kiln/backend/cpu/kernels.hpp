@@ -42,6 +42,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <bit>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -62,14 +63,27 @@
 #include <unistd.h>
 #endif
 
+// GCC 12 reports xsimd's and kiln's AVX-512 intrinsics as "may be used uninitialized" where
+// they are inlined into these kernels: its intrinsics pass _mm512_undefined_ps(), a
+// self-initialised variable, as the unused merge operand (GCC PR 105593, fixed in GCC 13). A
+// user's -Wall build of a softmax got 16 such warnings (36 with the pipelined final sweep of
+// row_task). They are silenced for the kernels' code only, and only on GCC before 13.
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#define KILN_KERNELS_DIAGNOSTIC_PUSHED
+#endif
+
 namespace kiln::cpu {
 
 /// What the CPU backend ran on this thread since the counts were last reset: kernels, and how
 /// many of them ran as one fused loop nest or node by node, and how many fused ones wrote a
-/// result with non-temporal stores (stream_threshold). Tests use it to check that a plan's
-/// kernels run as planned.
+/// result with non-temporal stores (stream_threshold), and how many row kernels ran each row's
+/// final sweep in the next row's sweep (kernel_code::pipelined). Tests use it to check that a
+/// plan's kernels run as planned.
 struct run_stats {
-  long kernels = 0, fused = 0, node_by_node = 0, streamed = 0;
+  long kernels = 0, fused = 0, node_by_node = 0, streamed = 0, pipelined = 0;
 };
 inline run_stats& stats() {
   static thread_local run_stats s;
@@ -531,6 +545,10 @@ void run_tasks(index_t n, index_t grain, Fn&& fn) {
 
 /// Minimum work (elements) that is worth a thread of its own.
 inline constexpr index_t parallel_grain = 32768;
+/// Row kernels pipeline a row's final sweep into the next row's sweep (kernel_code::pipelined)
+/// for rows of at least this many elements: each row then copies its registers (a vector per
+/// node) once, which rows this long repay many times over.
+inline constexpr index_t pipeline_min_row = 256;
 /// Elements of one pointwise task along the innermost axis.
 inline constexpr index_t pointwise_chunk = 16384;
 
@@ -971,9 +989,10 @@ struct rows_geometry {
 
 /// One task of a row kernel: the kept position (byte offsets koff of each reference), and for
 /// lanes across the innermost kept axis, its first element j0 and lane count; knext: the kept
-/// position of the task this thread runs next (null if none), whose rows it may prefetch.
+/// position of the task this thread runs next (null if none), whose rows it may prefetch;
+/// first: whether it is the first task of this thread's run.
 using row_task_fn = void (*)(const void* ctx, const rows_geometry& g, const index_t* koff, const index_t* knext,
-                             index_t j0, int cnt);
+                             index_t j0, int cnt, bool first);
 
 /// Row kernels: each task is one row (lanes along a reduced innermost axis) or one block of W
 /// columns (lanes across a kept innermost axis); tasks go to threads, a reduction never splits.
@@ -1017,7 +1036,7 @@ inline void run_rows(const dims& space, const kernel_desc& k, const memref* mr, 
       const index_t j0 = (t % blocks) * W;
       if (t + 1 < e) offsets(t + 1, knext);
       fn(ctx, g, koff.data(), t + 1 < e ? knext.data() : nullptr, j0,
-         lr ? W : static_cast<int>(std::min<index_t>(W, g.ext[inner] - j0)));
+         lr ? W : static_cast<int>(std::min<index_t>(W, g.ext[inner] - j0)), t == b);
       koff.swap(knext);
     }
     if (stream) simd::stream_fence();
@@ -1225,9 +1244,97 @@ struct kernel_code {
     if (f.stream) simd::stream_fence();
   }
 
+  /// Row kernels with a row cache (a transcendental function's values, as softmax's exp) and
+  /// lanes along one reduced axis: each row's final sweep runs inside the next row's last
+  /// reduction sweep, one step of each per vector, so that the final sweep's stores (streamed
+  /// to memory, for large data) drain while the next row's arithmetic runs instead of after it.
+  /// softmax [4096, 4096], AMD Zen 5, GB/s read and written: a hand-written loop on one thread
+  /// 36.5 with three sweeps a row, 44 with the final sweep pipelined (two threads 48 -> 53,
+  /// stream triad 55); kiln's kernel 30.1-30.6 -> 33.3-34.2 on one thread, 48-49 -> 52-55 on
+  /// two; in bench_cpu 79-85% -> 86-90% of stream in its slow regime, 64% -> 74-77% in its fast
+  /// one (docs/notes.md, 2026-11-25). pending_row holds the deferred row (its frame and values)
+  /// for the thread; run_rows ends every thread's run of rows with a row that has no next
+  /// (knext null), whose final sweep runs at once, so nothing is left pending between calls (and
+  /// a run's first row drops whatever a run that threw left).
+  ///
+  /// A row's results are the bits of separate sweeps (each row's steps are the same, in the
+  /// same order) for kernels whose two sweeps cannot contract a multiply and an add into an FMA,
+  /// and only those pipeline: g++
+  /// (-ffp-contract=fast, its default) contracts a node's multiply into a later node's add in
+  /// one loop and not in another, so the same row's bits would depend on whether its final
+  /// sweep ran on its own (a thread's last row) or beside the next row's: softmax(x) * g + b
+  /// differed by an ulp in a few elements of most rows, 1 thread against 2 (none with
+  /// -ffp-contract=off). The sweep before may add, subtract, exp and compare, but not
+  /// multiply; the final sweep may multiply and divide, but not add. softmax is such a kernel.
+  template <int P, class Allowed>
+  static constexpr bool computes_only(Allowed allowed) {
+    for (int p = 0; p < N; ++p) {
+      const act x = I.action[static_cast<std::size_t>(P)][static_cast<std::size_t>(p)];
+      const bool computes = x == act::compute || x == act::compute_store || x == act::compute_cache || x == act::accumulate;
+      if (computes && !allowed(I.desc[static_cast<std::size_t>(p)].o)) return false;
+    }
+    return true;
+  }
+  static constexpr bool compares_or_moves(op o) {
+    return o == op::max || o == op::min || o == op::neg || o == op::abs || o == op::relu || o == op::cast ||
+           o == op::where || o == op::eq || o == op::ne || o == op::lt || o == op::le || o == op::gt || o == op::ge;
+  }
+  static constexpr bool pipelines = [] {
+    if constexpr (!(LR && I.cached > 0 && I.stages >= 1)) {
+      return false;
+    } else {
+      constexpr int P = 2 * I.stages - 1, PF = 2 * I.stages + 1;
+      return any_action<PF>() && any_action<P>() && (n_final_outs > 0 || n_row_ins > 0) &&
+             computes_only<P>([](op o) {
+               return o == op::add || o == op::sub || o == op::exp || o == op::sum || o == op::amax || o == op::amin ||
+                      compares_or_moves(o);
+             }) &&
+             computes_only<PF>([](op o) { return o == op::mul || o == op::div || compares_or_moves(o); });
+    }
+  }();
+  /// Whether a call over `space` pipelines its rows: one reduced axis (the innermost), rows of
+  /// at least pipeline_min_row elements.
+  static bool pipelines_rows(const dims& space) {
+    return std::popcount(I.axes) == 1 && space.e[rank - 1] >= pipeline_min_row;
+  }
+  struct pending {
+    F f;
+    R r;
+    bool active = false;
+  };
+  static inline thread_local pending pending_row;
+  /// Sweep 2 * stages - 1 of the current row (Cur) and the final sweep of the pending row, one
+  /// vector of each per step; without Cur, the current row's final sweep alone.
+  template <bool Cur, class Before>
+  [[gnu::always_inline]] static void pipelined(R& r, A& acc, const F& f, index_t j0, index_t j1, bool fast,
+                                                Before&& before) {
+    constexpr int P = 2 * I.stages - 1, PF = 2 * I.stages + 1;
+    // (copies: locals stay in registers, a thread_local's members would be reloaded each step)
+    R rp = Cur ? pending_row.r : r;
+    const F fp = Cur ? pending_row.f : f;
+    A accp;
+    index_t j = j0;
+    if constexpr (has_fast_step) {
+      if (fast) {
+        for (; j + W <= j1; j += W) {
+          before(j);
+          if constexpr (Cur) step<P, true>(r, acc, f, j, W);
+          step<PF, true>(rp, accp, fp, j, W);
+        }
+      }
+    }
+    for (; j < j1; j += W) {
+      before(j);
+      const int cnt = static_cast<int>(std::min<index_t>(W, j1 - j));
+      if constexpr (Cur) step<P>(r, acc, f, j, cnt);
+      step<PF>(rp, accp, fp, j, cnt);
+    }
+    if constexpr (Cur) pending_row.active = false;
+  }
+
   /// Row kernels: every pass over one row (or one block of columns).
   static void row_task(const void* ctx, const rows_geometry& g, const index_t* koff, const index_t* knext, index_t j0,
-                       int cnt) {
+                       int cnt, [[maybe_unused]] bool first) {
     F f = *static_cast<const F*>(ctx);
     R r;
     A acc;
@@ -1241,14 +1348,26 @@ struct kernel_code {
         f.is[static_cast<std::size_t>(m)] = g.mr[m].stride[inner];
       }
     };
+    // Whether this row's final sweep is deferred to the next row's last reduction sweep (see
+    // pipelined): the same for every row of a call (one reduced axis, the same length).
+    bool pipe = false;
+    if constexpr (pipelines) {
+      pipe = g.outer_red == 0 && g.ext[inner] >= pipeline_min_row;  // (as pipelines_rows)
+      if (first) pending_row.active = false;  // (a run that threw may have left one)
+    }
     if constexpr (I.cached > 0) {
-      // the row cache: per thread, grown to the largest row seen; a slot per cached value
+      // the row cache: per thread, grown to the largest row seen; a slot per cached value, and
+      // two sets of slots when pipelining (this row's, and the previous row's, which its final
+      // sweep still reads)
       static thread_local std::vector<typename M::elem> cache;
       index_t work = 1;
       for (int a = 0; a < g.nr; ++a) work *= g.ext[g.red[a]] > 0 ? g.ext[g.red[a]] : 1;
-      const index_t stride = work + W;
-      if (cache.size() < static_cast<std::size_t>(stride * I.cached)) cache.resize(static_cast<std::size_t>(stride * I.cached));
+      const index_t stride = work + W, set = stride * I.cached;
+      if (cache.size() < static_cast<std::size_t>(2 * set)) cache.resize(static_cast<std::size_t>(2 * set));
       f.cache = reinterpret_cast<std::byte*>(cache.data());
+      if constexpr (pipelines) {
+        if (pipe && pending_row.active && pending_row.f.cache == f.cache) f.cache = reinterpret_cast<std::byte*>(cache.data() + set);
+      }
       f.cache_stride = stride;
     }
     at(nullptr);
@@ -1278,6 +1397,22 @@ struct kernel_code {
           if constexpr (pf || pn) {
             // (a stream store needs no line in cache: its prefetch would only fetch it)
             const bool outs = pf && !f.stream, next = pn && knext;
+            if constexpr (pipelines && P == 2 * I.stages - 1) {
+              if (pipe && pending_row.active) {
+                // (the test for the next row's prefetch outside the loop: the loop holds two
+                // rows' steps, and a test in it costs registers that exp's constants need)
+                if (next)
+                  pipelined<true>(r, acc, f, 0, len, fast, [&](index_t j) KILN_INLINE {
+                    if (outs) prefetch_outs(f, j);
+                    prefetch_next(f, delta, j);
+                  });
+                else
+                  pipelined<true>(r, acc, f, 0, len, fast, [&](index_t j) KILN_INLINE {
+                    if (outs) prefetch_outs(f, j);
+                  });
+                return;  // (one reduced axis: no other position)
+              }
+            }
             steps<P>(r, acc, f, 0, len, fast, [&](index_t j) KILN_INLINE {
               if (outs) prefetch_outs(f, j);
               if (next) prefetch_next(f, delta, j);
@@ -1315,6 +1450,19 @@ struct kernel_code {
       };
       (stage.template operator()<Q>(), ...);
     }(std::make_integer_sequence<int, I.stages + 1>{});
+    if constexpr (pipelines) {
+      if (pipe) {
+        // this row's final sweep: in the next row's last reduction sweep, or now if this is the
+        // thread's last row of the run (run_rows passes no next row)
+        at(nullptr);
+        f.cache_off = 0;
+        pending_row.f = f;
+        pending_row.r = r;
+        pending_row.active = knext != nullptr;
+        if (!knext) pipelined<false>(r, acc, f, 0, g.ext[inner], fast, [](index_t) KILN_INLINE {});
+        return;
+      }
+    }
     if constexpr (any_action<2 * I.stages + 1>()) sweep.template operator()<2 * I.stages + 1>();
   }
 
@@ -1413,13 +1561,21 @@ struct kernel_code {
                                      proto.stream_align.data());
         stats().streamed += proto.stream;
       }
-      if constexpr (I.kind == passes::kernel_kind::pointwise) run_pointwise(space, NM, mr.data(), &segment, &proto);
-      else if constexpr (I.kind == passes::kernel_kind::reduction)
+      if constexpr (I.kind == passes::kernel_kind::pointwise) {
+        run_pointwise(space, NM, mr.data(), &segment, &proto);
+      } else if constexpr (I.kind == passes::kernel_kind::reduction) {
+        if constexpr (pipelines) stats().pipelined += pipelines_rows(space);
         run_rows(space, desc, mr.data(), &row_task, &proto, proto.stream);
-      else matmul(st, space, mr.data(), proto);
+      } else {
+        matmul(st, space, mr.data(), proto);
+      }
     }
   }
 };
 
 }  // namespace kiln::cpu::detail
 
+#ifdef KILN_KERNELS_DIAGNOSTIC_PUSHED
+#pragma GCC diagnostic pop
+#undef KILN_KERNELS_DIAGNOSTIC_PUSHED
+#endif
