@@ -214,39 +214,77 @@ TEST_CASE("row kernels' non-temporal stores (stream_threshold) change no result"
   }
 }
 
+namespace {
+struct stream_threshold_guard {  // restores the threshold however the test case ends
+  std::int64_t old;
+  explicit stream_threshold_guard(std::int64_t t) : old(cpu::set_stream_threshold(t)) {}
+  ~stream_threshold_guard() { cpu::set_stream_threshold(old); }
+};
+struct threads_guard {
+  int old;
+  explicit threads_guard(int n) : old(cpu::set_num_threads(n)) {}
+  ~threads_guard() { cpu::set_num_threads(old); }
+};
+}  // namespace
+
 TEST_CASE("row kernels with a row cache pipeline each row's final sweep into the next row's sweep") {
-  // softmax, and softmax times g (a final sweep that multiplies only), over rows of at least
-  // cpu::detail::pipeline_min_row elements: a row's final sweep runs in the loop of the next
-  // row's exp sweep, a thread's last row on its own. 1, 2 and 3 threads end their runs on
-  // other rows, so equal bits for all (cpu_vs_eager) mean a row's result does not depend on
-  // where its final sweep ran. softmax times g plus b is not pipelined: its final sweep adds,
-  // and g++ contracts the multiply and the add into an FMA in one loop and not in the other.
+  // softmax, softmax times g (a final sweep that multiplies only), exp(x) / sum(exp(x)) (one
+  // reduction stage), every other row, and bf16 softmax, over rows of pipeline_min_row to
+  // pipeline_max_row elements: a row's final sweep runs in the loop of the next row's exp
+  // sweep, the last row of each chunk of rows on its own. Enough rows that 2 and 3 threads
+  // split them into chunks, which end on other rows than with 1 thread: equal bits for all
+  // (cpu_vs_eager) mean a row's result does not depend on where its final sweep ran; with one
+  // thread, every row but the last is deferred. Not pipelined: softmax times g plus b (its
+  // final sweep adds, and g++ contracts the multiply and the add into an FMA in one loop and not
+  // in the other), f64 softmax (xsimd's f64 exp may contract too), two reduced axes, and rows
+  // outside the range.
   using X = input<"x", f32, shape<dyn, dyn>>;
   using G = param<"g", f32, shape<dyn>>;
   using B = param<"b", f32, shape<dyn>>;
+  using D = input<"d", f64, shape<dyn, dyn>>;
+  using H = input<"h", bf16, shape<dyn, dyn>>;
   const auto sm = softmax(X{});
   const auto scaled = softmax(X{}) * G{};
+  const auto one_stage = exp(X{}) / sum<1>(exp(X{}), keepdim);
   const auto affine = softmax(X{}) * G{} + B{};
+  const auto sm64 = softmax(D{});
+  const auto sm16 = softmax(H{});
+  static_assert(plan<decltype(sm)>::schedule.kernels.size() == 1);
   static_assert(plan<decltype(scaled)>::schedule.kernels.size() == 1);
+  static_assert(plan<decltype(one_stage)>::schedule.kernels.size() == 1);
   static_assert(plan<decltype(affine)>::schedule.kernels.size() == 1);
-  constexpr index_t min_row = cpu::detail::pipeline_min_row;
-  for (index_t len : {min_row - 1, min_row, min_row + 1, index_t{1000}, index_t{4097}}) {
-    for (index_t rows : {1, 2, 37}) {
+  constexpr index_t lo = cpu::detail::pipeline_min_row, hi = cpu::detail::pipeline_max_row;
+  for (index_t len : {lo - 1, lo, lo + 1, index_t{1000}, index_t{4097}, hi, hi + 1}) {
+    const bool piped = len >= lo && len <= hi;
+    // rows: one, two, and enough for about four chunks of parallel_grain elements
+    for (index_t rows : {index_t{1}, index_t{2}, 4 * cpu::detail::parallel_grain / len + 3}) {
       INFO("rows " << rows << " of " << len);
-      auto x = kt::rand<float, 2>({rows, len}, -20, 20);
-      if (rows > 1) x(1, len / 2) = -std::numeric_limits<float>::infinity();
-      const std::initializer_list<feed> in{{"x", x}, {"g", kt::rand<float, 1>({len})}, {"b", kt::rand<float, 1>({len})}};
-      const long runs = len >= min_row ? 3 : 0;  // cpu_vs_eager runs each 3 times
       for (std::int64_t threshold : {std::int64_t{1} << 62, std::int64_t{0}}) {  // stores streamed or not
-        const std::int64_t old = cpu::set_stream_threshold(threshold);
+        INFO("stream threshold " << threshold);
+        const stream_threshold_guard guard(threshold);
+        // fresh inputs each time, so that a result left in a recycled buffer cannot pass
+        auto x = kt::rand<float, 2>({rows, len}, -20, 20);
+        if (rows > 1) x(1, len / 2) = -std::numeric_limits<float>::infinity();
+        auto d = kt::rand<double, 2>({rows, len}, -20, 20);
+        auto h = kt::rand<bfloat16, 2>({rows, len}, -20, 20);
+        tensor<float, 2> every_other = kt::rand<float, 2>({2 * rows, len}, -20, 20).slice(0, 0, 2 * rows, 2);
+        const std::initializer_list<feed> in{{"x", x}, {"g", kt::rand<float, 1>({len})}, {"b", kt::rand<float, 1>({len})}};
+        const long runs = piped ? 3 : 0;  // cpu_vs_eager runs each 3 times
         cpu::stats() = {};
         CHECK(kt::cpu_vs_eager(sm, in) <= 1e-5);
-        CHECK(cpu::stats().pipelined == runs);
         CHECK(kt::cpu_vs_eager(scaled, in) <= 1e-5);
-        CHECK(cpu::stats().pipelined == 2 * runs);
+        CHECK(kt::cpu_vs_eager(one_stage, in) <= 1e-5);
+        CHECK(kt::cpu_vs_eager(sm, {{"x", every_other}}) <= 1e-5);
+        CHECK(kt::cpu_vs_eager(sm16, {{"h", h}}) <= 1e-2);
+        CHECK(cpu::stats().pipelined == 5 * runs);
         CHECK(kt::cpu_vs_eager(affine, in) <= 1e-5);
-        CHECK(cpu::stats().pipelined == 2 * runs);
-        cpu::set_stream_threshold(old);
+        CHECK(kt::cpu_vs_eager(sm64, {{"d", d}}) <= 1e-12);
+        CHECK(cpu::stats().pipelined == 5 * runs);
+        // one thread runs the rows on this one: all but the last deferred
+        const threads_guard one(1);
+        cpu::stats() = {};
+        const auto y = cpu::run_schedule<plan<decltype(sm)>::schedule>(kt::leaves_of(sm, in));
+        CHECK(cpu::stats().deferred == (piped ? rows - 1 : 0));
       }
     }
   }

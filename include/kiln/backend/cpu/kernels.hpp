@@ -67,8 +67,9 @@
 // they are inlined into these kernels: its intrinsics pass _mm512_undefined_ps(), a
 // self-initialised variable, as the unused merge operand (GCC PR 105593, fixed in GCC 13). A
 // user's -Wall build of a softmax got 16 such warnings (36 with the pipelined final sweep of
-// row_task). They are silenced for the kernels' code only, and only on GCC before 13.
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
+// row_task). They are silenced for the kernels' code only, and only on GCC before 13; define
+// KILN_KEEP_UNINIT_WARNINGS to see them.
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13 && !defined(KILN_KEEP_UNINIT_WARNINGS)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -79,11 +80,13 @@ namespace kiln::cpu {
 
 /// What the CPU backend ran on this thread since the counts were last reset: kernels, and how
 /// many of them ran as one fused loop nest or node by node, and how many fused ones wrote a
-/// result with non-temporal stores (stream_threshold), and how many row kernels ran each row's
-/// final sweep in the next row's sweep (kernel_code::pipelined). Tests use it to check that a
-/// plan's kernels run as planned.
+/// result with non-temporal stores (stream_threshold), and how many row kernels' calls qualified
+/// for running each row's final sweep in the next row's sweep (kernel_code::pipelined); and
+/// `deferred`: the rows whose final sweep this thread deferred so (counted on the thread that
+/// ran the rows, which is the caller's with one thread). Tests use it to check that a plan's
+/// kernels run as planned.
 struct run_stats {
-  long kernels = 0, fused = 0, node_by_node = 0, streamed = 0, pipelined = 0;
+  long kernels = 0, fused = 0, node_by_node = 0, streamed = 0, pipelined = 0, deferred = 0;
 };
 inline run_stats& stats() {
   static thread_local run_stats s;
@@ -546,9 +549,15 @@ void run_tasks(index_t n, index_t grain, Fn&& fn) {
 /// Minimum work (elements) that is worth a thread of its own.
 inline constexpr index_t parallel_grain = 32768;
 /// Row kernels pipeline a row's final sweep into the next row's sweep (kernel_code::pipelined)
-/// for rows of at least this many elements: each row then copies its registers (a vector per
-/// node) once, which rows this long repay many times over.
+/// for rows of at least pipeline_min_row elements, where each row's copies of its registers (a
+/// vector per node, copied twice) are repaid many times over, and at most pipeline_max_row:
+/// the deferred row's cache is read a row later, so about four rows' worth (two cache sets, the
+/// row read and the row written) must stay in a core's L2 (1 MiB on AMD Zen 5). softmax there,
+/// 64 MiB in rows of 65536 floats, pipelined against not (GB/s read and written, two runs):
+/// one thread 29.0-30.4 against 23.9-26.5, but two 44.1-44.3 against 48.3-48.8; rows of 262144:
+/// one thread 24.5-25.2 against 21.1-21.7, two 32.7-41.0 against 31.3-39.2.
 inline constexpr index_t pipeline_min_row = 256;
+inline constexpr index_t pipeline_max_row = 32768;
 /// Elements of one pointwise task along the innermost axis.
 inline constexpr index_t pointwise_chunk = 16384;
 
@@ -990,7 +999,7 @@ struct rows_geometry {
 /// One task of a row kernel: the kept position (byte offsets koff of each reference), and for
 /// lanes across the innermost kept axis, its first element j0 and lane count; knext: the kept
 /// position of the task this thread runs next (null if none), whose rows it may prefetch;
-/// first: whether it is the first task of this thread's run.
+/// first: whether it is the first task of its chunk (a thread may run several chunks).
 using row_task_fn = void (*)(const void* ctx, const rows_geometry& g, const index_t* koff, const index_t* knext,
                              index_t j0, int cnt, bool first);
 
@@ -1266,6 +1275,10 @@ struct kernel_code {
   /// differed by an ulp in a few elements of most rows, 1 thread against 2 (none with
   /// -ffp-contract=off). The sweep before may add, subtract, exp and compare, but not
   /// multiply; the final sweep may multiply and divide, but not add. softmax is such a kernel.
+  /// (kiln's max and min add their operands on the NaN path, but a product fed to them has
+  /// other uses, so it cannot be contracted.) f32 lanes only: f64's exp is xsimd's, whose FMAs
+  /// are separate multiplies and adds on AVX-512 with xsimd 8 (fma.hpp), so its own arithmetic
+  /// could contract differently from loop to loop.
   template <int P, class Allowed>
   static constexpr bool computes_only(Allowed allowed) {
     for (int p = 0; p < N; ++p) {
@@ -1280,7 +1293,7 @@ struct kernel_code {
            o == op::where || o == op::eq || o == op::ne || o == op::lt || o == op::le || o == op::gt || o == op::ge;
   }
   static constexpr bool pipelines = [] {
-    if constexpr (!(LR && I.cached > 0 && I.stages >= 1)) {
+    if constexpr (!(LR && I.cached > 0 && I.stages >= 1 && I.lanes == lane_type::f32)) {
       return false;
     } else {
       constexpr int P = 2 * I.stages - 1, PF = 2 * I.stages + 1;
@@ -1293,14 +1306,15 @@ struct kernel_code {
     }
   }();
   /// Whether a call over `space` pipelines its rows: one reduced axis (the innermost), rows of
-  /// at least pipeline_min_row elements.
-  static bool pipelines_rows(const dims& space) {
-    return std::popcount(I.axes) == 1 && space.e[rank - 1] >= pipeline_min_row;
+  /// pipeline_min_row to pipeline_max_row elements (row_task's `pipe`).
+  static bool pipelines_rows(index_t reduced_axes, index_t row) {
+    return reduced_axes == 1 && row >= pipeline_min_row && row <= pipeline_max_row;
   }
   struct pending {
     F f;
     R r;
     bool active = false;
+    bool second = false;  ///< its row cache is the second set
   };
   static inline thread_local pending pending_row;
   /// Sweep 2 * stages - 1 of the current row (Cur) and the final sweep of the pending row, one
@@ -1312,7 +1326,7 @@ struct kernel_code {
     // (copies: locals stay in registers, a thread_local's members would be reloaded each step)
     R rp = Cur ? pending_row.r : r;
     const F fp = Cur ? pending_row.f : f;
-    A accp;
+    A accp{};  // (the final sweep accumulates nothing)
     index_t j = j0;
     if constexpr (has_fast_step) {
       if (fast) {
@@ -1351,9 +1365,11 @@ struct kernel_code {
     // Whether this row's final sweep is deferred to the next row's last reduction sweep (see
     // pipelined): the same for every row of a call (one reduced axis, the same length).
     bool pipe = false;
+    bool second = false;  // this row's cache is the second set
     if constexpr (pipelines) {
-      pipe = g.outer_red == 0 && g.ext[inner] >= pipeline_min_row;  // (as pipelines_rows)
+      pipe = pipelines_rows(g.nr, g.ext[inner]);
       if (first) pending_row.active = false;  // (a run that threw may have left one)
+      second = pipe && pending_row.active && !pending_row.second;
     }
     if constexpr (I.cached > 0) {
       // the row cache: per thread, grown to the largest row seen; a slot per cached value, and
@@ -1363,11 +1379,16 @@ struct kernel_code {
       index_t work = 1;
       for (int a = 0; a < g.nr; ++a) work *= g.ext[g.red[a]] > 0 ? g.ext[g.red[a]] : 1;
       const index_t stride = work + W, set = stride * I.cached;
-      if (cache.size() < static_cast<std::size_t>(2 * set)) cache.resize(static_cast<std::size_t>(2 * set));
-      f.cache = reinterpret_cast<std::byte*>(cache.data());
-      if constexpr (pipelines) {
-        if (pipe && pending_row.active && pending_row.f.cache == f.cache) f.cache = reinterpret_cast<std::byte*>(cache.data() + set);
+      const auto size = static_cast<std::size_t>((pipe ? 2 : 1) * set);
+      if (cache.size() < size) {
+        // (a deferred row reads the cache: it cannot grow under one, as every row of a call has
+        // the same length and a chunk's first row drops what is pending)
+        if constexpr (pipelines) {
+          if (pending_row.active) std::abort();
+        }
+        cache.resize(size);
       }
+      f.cache = reinterpret_cast<std::byte*>(cache.data() + (second ? set : 0));
       f.cache_stride = stride;
     }
     at(nullptr);
@@ -1394,6 +1415,8 @@ struct kernel_code {
           // itself, and would fetch the next a whole row ahead.
           constexpr bool pf = P == 2 * I.stages - 1 && n_final_outs > 0;
           constexpr bool pn = P == 2 * I.stages - 1 && n_row_ins > 0 && any_action<2 * I.stages + 1>();
+          static_assert(!pipelines || P != 2 * I.stages - 1 || pf || pn,
+                        "kiln: a pipelined kernel's last reduction sweep must take the branch below");
           if constexpr (pf || pn) {
             // (a stream store needs no line in cache: its prefetch would only fetch it)
             const bool outs = pf && !f.stream, next = pn && knext;
@@ -1459,6 +1482,8 @@ struct kernel_code {
         pending_row.f = f;
         pending_row.r = r;
         pending_row.active = knext != nullptr;
+        pending_row.second = second;
+        stats().deferred += knext != nullptr;
         if (!knext) pipelined<false>(r, acc, f, 0, g.ext[inner], fast, [](index_t) KILN_INLINE {});
         return;
       }
@@ -1564,7 +1589,7 @@ struct kernel_code {
       if constexpr (I.kind == passes::kernel_kind::pointwise) {
         run_pointwise(space, NM, mr.data(), &segment, &proto);
       } else if constexpr (I.kind == passes::kernel_kind::reduction) {
-        if constexpr (pipelines) stats().pipelined += pipelines_rows(space);
+        if constexpr (pipelines) stats().pipelined += pipelines_rows(std::popcount(I.axes), space.e[rank - 1]);
         run_rows(space, desc, mr.data(), &row_task, &proto, proto.stream);
       } else {
         matmul(st, space, mr.data(), proto);
