@@ -52,6 +52,40 @@ TEST_CASE("long rows: float sums add blocks of float steps in double lanes, ever
   }
 }
 
+TEST_CASE("max and min rows take their vectors in pairs: the extreme or a NaN in any vector, any tail") {
+  // (kernel_code::steps: a sweep whose reductions are all max or min runs two accumulators,
+  // the even and the odd whole vectors, merged after the pairs; the rest one vector at a time)
+  using X = input<"x", f32, shape<dyn, dyn>>;
+  const index_t w = static_cast<index_t>(xsimd::batch<float>::size);
+  for (index_t len : {w, 2 * w - 1, 2 * w, 2 * w + 1, 3 * w, 4 * w + 3, index_t{257}}) {
+    INFO("row length " << len);
+    const std::vector<index_t> at = {0, w - 1, w, 2 * w - 1, 2 * w, 3 * w + 1, len - 1};
+    const auto rows = static_cast<index_t>(at.size());
+    auto x = kt::rand<float, 2>({2 * rows, len}, -1, 1);
+    for (index_t r = 0; r < rows; ++r) {
+      const index_t j = std::min(at[static_cast<std::size_t>(r)], len - 1);
+      x(r, j) = r % 2 ? -7.0f : 7.0f;                             // the row's max or min
+      x(rows + r, j) = std::numeric_limits<float>::quiet_NaN();  // NaN wherever it is
+    }
+    CHECK(kt::cpu_vs_eager(outputs(max<1>(X{}), min<1>(X{})), {{"x", x}}) == 0);
+    CHECK(kt::cpu_vs_eager(softmax(X{}), {{"x", x}}) <= 1e-5);
+    // and against a plain loop
+    const auto mx = max<1>(X{});
+    tensor<float, 1> got(cpu::run_schedule<plan<decltype(mx)>::schedule>(kt::leaves_of(mx, {{"x", x}}))[0]);
+    for (index_t r = 0; r < 2 * rows; ++r) {
+      float want = x(r, 0);
+      bool nan = false;
+      for (index_t j = 0; j < len; ++j) {
+        nan = nan || std::isnan(x(r, j));
+        want = std::max(want, x(r, j));
+      }
+      CAPTURE(r);
+      if (nan) CHECK(std::isnan(got(r)));
+      else CHECK(got(r) == want);
+    }
+  }
+}
+
 TEST_CASE("reductions over non-innermost axes run with lanes across the kept axis") {
   using X = input<"x", f32, shape<dyn, dyn, dyn>>;
   for (auto shape : {std::array<index_t, 3>{37, 3, 19}, std::array<index_t, 3>{2, 1, 1}, std::array<index_t, 3>{5, 40, 33}}) {

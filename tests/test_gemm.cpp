@@ -183,6 +183,8 @@ void check_product(index_t batch, index_t m, index_t n, index_t k, layout la, la
 }
 
 using fcfg = cpu::detail::gemm_config<float>;
+/// NC, the packed B block's columns (set at run time from the L2's size)
+const index_t fnc = cpu::detail::gemm_block_cols<float, cpu::detail::gemm_arch>();
 
 /// x's values stored again, contiguous, by rows or (by_rows false) by columns.
 std::vector<float> laid_out(const operand<float>& x, bool by_rows) {
@@ -216,6 +218,25 @@ TEST_CASE("gemm at hand-computed values") {
   CHECK(c[3] == 154);
 }
 
+TEST_CASE("the packed B block takes half of the L2, or KILN_GEMM_B_BLOCK_BYTES") {
+  const std::int64_t l1 = cpu::detail::cache_bytes(1), l2 = cpu::detail::cache_bytes(2), last = cpu::detail::cache_bytes(0);
+  CAPTURE(l1);
+  CAPTURE(l2);
+  CAPTURE(last);
+  // sizes as sysfs or sysconf report them: a level above is at least as large, unknown is 0
+  if (l1 > 0 && l2 > 0) CHECK(l1 <= l2);
+  if (l2 > 0) CHECK(l2 <= last);
+  CHECK(last >= 0);
+  const index_t bytes = cpu::detail::gemm_b_block_bytes();
+  if (const char* e = std::getenv("KILN_GEMM_B_BLOCK_BYTES"); e && *e) CHECK(bytes == std::atoll(e));
+  else CHECK(bytes == (l2 > 0 ? l2 / 2 : index_t{1} << 20));
+  // NC: whole micro-panels, as many as fit (at least one)
+  CHECK(fnc % fcfg::nr == 0);
+  CHECK(fnc >= fcfg::nr);
+  if (fnc > fcfg::nr) CHECK(fnc * fcfg::kc * index_t{sizeof(float)} <= bytes);
+  CHECK((fnc + fcfg::nr) * fcfg::kc * index_t{sizeof(float)} > bytes);
+}
+
 TEST_CASE("square sizes around the vector width and the blocks") {
   for (index_t s : {1, 2, 7, 17, 31, 64, 100, 1023}) check_product<float>(1, s, s, s, layout::rows, layout::rows);
 }
@@ -224,7 +245,7 @@ TEST_CASE("mixed shapes, k = 0 and k = 1, and sizes that cross MC, NC and KC") {
   const std::vector<std::tuple<index_t, index_t, index_t>> shapes = {
       {1, 40, 1},   {13, 1, 7},    {33, 65, 1},    {100, 3, 500}, {3, 100, 500}, {257, 129, 385},
       {50, 700, 20}, {1, 1, 2000}, {fcfg::mr + 1, fcfg::nr - 1, fcfg::kc + 1},
-      {5, fcfg::nc + 3, 9},         {fcfg::mc + 7, 9, 5},           {37, 2 * fcfg::nr + 5, 3 * fcfg::kc + 2}};
+      {5, fnc + 3, 9},         {fcfg::mc + 7, 9, 5},           {37, 2 * fcfg::nr + 5, 3 * fcfg::kc + 2}};
   for (auto [m, n, k] : shapes) check_product<float>(1, m, n, k, layout::rows, layout::rows);
 }
 
@@ -331,7 +352,7 @@ TEST_CASE("the epilogue sees every element once, after its final sum") {
   for (int threads : {1, 2}) {
     threads_guard t(threads);
     const index_t batch = 2, m = 4 * fcfg::mr + 5, k = 3 * fcfg::kc + 11;
-    const index_t n = lb == layout::rows ? fcfg::nc + 5 * fcfg::nr + 7 : 5 * fcfg::nr + 7;
+    const index_t n = lb == layout::rows ? fnc + 5 * fcfg::nr + 7 : 5 * fcfg::nr + 7;
     CAPTURE(threads);
     CAPTURE(static_cast<int>(lb));
     const operand<float> a(batch, m, k, layout::rows, false), b(batch, k, n, lb, false);

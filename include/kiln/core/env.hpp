@@ -1,6 +1,6 @@
 // kiln/core/env.hpp: settings read from the environment (KILN_NUM_THREADS, KILN_STREAM_BYTES,
-// KILN_STORAGE_CACHE_BYTES), each once, where it is first needed. KILN_LOGS, a list of names,
-// has its own parser (debug/logs.hpp).
+// KILN_STORAGE_CACHE_BYTES, KILN_GEMM_B_BLOCK_BYTES), each once, where it is first needed.
+// KILN_LOGS, a list of names, has its own parser (debug/logs.hpp).
 #pragma once
 
 #include <cerrno>

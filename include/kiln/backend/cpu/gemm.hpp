@@ -16,9 +16,9 @@
 //             C[ir.., jr..] (+)= A micro-panel * B micro-panel   (MR x NR in registers)
 //           on the last k block: epilogue(each of the MR rows, columns jc .. jc+NC)
 //
-// The epilogue thus sees each row of C in segments of up to NC (about 700 floats), MR rows at
-// a time, right after the micro-kernels stored them (about 16 KiB, in L1 or L2). Calling it per
-// micro-tile instead (segments of NR) measured the same, within noise.
+// The epilogue thus sees each row of C in segments of up to NC (a few hundred floats, from the
+// L2's size: gemm_block_cols), MR rows at a time, right after the micro-kernels stored them (in
+// L1 or L2). Calling it per micro-tile instead (segments of NR) measured the same, within noise.
 // Packing reads A and B through their strides, so a transposed or strided operand costs
 // nothing beyond the packing every product pays anyway (a B stored by columns, as in x W^T,
 // is packed by 8 x 8 transposes in registers: pack_b_columns). Threads split C into rectangles of
@@ -41,6 +41,8 @@
 
 #include "../../core/config.hpp"
 #include "../../core/dtype.hpp"
+#include "../../core/env.hpp"
+#include "cache.hpp"
 #include "fma.hpp"
 #include "parallel.hpp"
 
@@ -104,9 +106,10 @@ template <class Arch> constexpr int gemm_registers() {
 // fewest rows on small M (a batch of 16). With 16 registers (SSE, AVX2) it is 6 x 2, BLIS's
 // Haswell shape (12 + 3, leaving one for the multiply of the mul + add that replaces an FMA
 // on SSE2). Integers use a plain 4 x 8 loop nest.
-// KC = 384 floats makes an A micro-panel (6 x 384) 9 KiB of L1 and the B block (KC x NC) 1 MiB,
-// about half of a 2 MiB L2; the A block (MC x KC) may take 4 MiB of L3. A larger KC (512, with
-// a 1.5 MiB B block) measured slower.
+// KC = 384 floats makes an A micro-panel (6 x 384) 9 KiB of L1; the A block (MC x KC) may
+// take 4 MiB of L3. A larger KC (512) measured slower with a 1.5 MiB B block (Sapphire Rapids)
+// and level with a 512 KiB one (AMD Zen 5); KC = 256 slower (Zen 5: 0.97-0.98x). The B block's
+// width NC is set at run time from the L2's size: gemm_block_cols.
 template <class U, class Arch = gemm_arch> struct gemm_config {
   static constexpr bool vectorised = gemm_vectorised<U, Arch>();
   static constexpr int width = [] {
@@ -117,9 +120,29 @@ template <class U, class Arch = gemm_arch> struct gemm_config {
   static constexpr int mr = vectorised ? 6 : 4;
   static constexpr int nr = nv * width;
   static constexpr index_t kc = vectorised ? 1536 / static_cast<index_t>(sizeof(U)) : 256;
-  static constexpr index_t nc = std::max<index_t>(nr, (index_t{1} << 20) / (kc * static_cast<index_t>(sizeof(U))) / nr * nr);
   static constexpr index_t mc = std::max<index_t>(mr, (index_t{4} << 20) / (kc * static_cast<index_t>(sizeof(U))) / mr * mr);
 };
+
+/// The bytes of a packed B block (KC x NC), which the micro-kernels sweep once for each row
+/// tile of A and so should stay in L2: half of the L2 (the other half holds the A rows and C
+/// tiles passing through), 1 MiB where the L2's size is unknown, or KILN_GEMM_B_BLOCK_BYTES
+/// from the environment. It was 1 MiB everywhere, tuned on Sapphire Rapids (2 MiB of L2); on
+/// AMD Zen 5 (1 MiB) a 512 KiB block ran 1.5% faster on two threads (1024^3 and 2048^3, in
+/// turns in one process) and 2.4-4.8% on one, 256 KiB 0.6-1.1% (docs/notes.md, 2026-11-25).
+/// The block's width and the blocking of K do not change the order of any element's sum.
+inline index_t gemm_b_block_bytes() {
+  static const index_t bytes = [] {
+    if (const auto v = kiln::detail::env_integer("KILN_GEMM_B_BLOCK_BYTES", 1)) return static_cast<index_t>(*v);
+    const std::int64_t l2 = cache_bytes(2);
+    return l2 > 0 ? static_cast<index_t>(l2 / 2) : index_t{1} << 20;
+  }();
+  return bytes;
+}
+/// NC: the columns of a packed B block, a multiple of NR.
+template <class U, class Arch> index_t gemm_block_cols() {
+  using cfg = gemm_config<U, Arch>;
+  return std::max<index_t>(cfg::nr, gemm_b_block_bytes() / (cfg::kc * static_cast<index_t>(sizeof(U))) / cfg::nr * cfg::nr);
+}
 
 // ---- thread-local pack buffers ---------------------------------------------------------------
 inline constexpr std::size_t gemm_align = 64;  // a cache line; at least every xsimd alignment
@@ -398,7 +421,8 @@ void gemm_block(index_t bi, index_t m0, index_t m1, index_t n0, index_t n1, inde
     return ((extent + blocks - 1) / blocks + multiple - 1) / multiple * multiple;
   };
   const index_t KC = one_k_block ? k : balanced(k, cfg::kc, 1);
-  const index_t NC = balanced(n1 - n0, one_k_block ? std::max<index_t>(NR, cfg::nc * cfg::kc / KC / NR * NR) : cfg::nc, NR);
+  const index_t nc_most = gemm_block_cols<U, Arch>();
+  const index_t NC = balanced(n1 - n0, one_k_block ? std::max<index_t>(NR, nc_most * cfg::kc / KC / NR * NR) : nc_most, NR);
   const index_t MC = balanced(m1 - m0, one_k_block ? std::max<index_t>(MR, cfg::mc * cfg::kc / KC / MR * MR) : cfg::mc, MR);
 
   U* ap = gemm_scratch<U>(0, static_cast<std::size_t>(MC * KC));
