@@ -31,7 +31,8 @@ inline std::int64_t cache_bytes(int level) {
       return ok;
     };
     char lv[16], size[32], type[32];
-    if (!read("level", lv, sizeof lv) || !read("size", size, sizeof size)) break;
+    if (!read("level", lv, sizeof lv)) break;  // no more caches
+    if (!read("size", size, sizeof size)) continue;  // (some VMs and ARM systems leave it out)
     if (read("type", type, sizeof type) && type[0] == 'I') continue;  // an instruction cache
     char* end = nullptr;
     std::int64_t b = std::strtoll(size, &end, 10);

@@ -1107,16 +1107,22 @@ struct kernel_code {
       return any;
     }
   }();
-  /// acc = the max (min) of acc and other, for sweep P's reductions.
-  template <int P>
-  [[gnu::always_inline]] static void merge_minmax(A& acc, const A& other) {
+  /// Sweep P's max/min accumulators: Merge, acc = the max (min) of acc and other, with the
+  /// NaN flags of both; else other = acc (the other members of other are left unset).
+  template <int P, bool Merge>
+  [[gnu::always_inline]] static void pair_minmax(A& acc, A& other) {
     [&]<int... J>(std::integer_sequence<int, J...>) KILN_INLINE {
       auto one = [&]<int Q>() KILN_INLINE {
         if constexpr (I.action[static_cast<std::size_t>(P)][static_cast<std::size_t>(Q)] == act::accumulate) {
           const int k = I.args[static_cast<std::size_t>(Q)].acc;
-          if constexpr (I.desc[static_cast<std::size_t>(Q)].o == op::amax) acc.m[k] = xsimd::max(acc.m[k], other.m[k]);
-          else acc.m[k] = xsimd::min(acc.m[k], other.m[k]);
-          acc.nan[k] = acc.nan[k] | other.nan[k];
+          if constexpr (!Merge) {
+            other.m[k] = acc.m[k];
+            other.nan[k] = acc.nan[k];
+          } else {
+            if constexpr (I.desc[static_cast<std::size_t>(Q)].o == op::amax) acc.m[k] = xsimd::max(acc.m[k], other.m[k]);
+            else acc.m[k] = xsimd::min(acc.m[k], other.m[k]);
+            acc.nan[k] = acc.nan[k] | other.nan[k];
+          }
         }
       };
       (one.template operator()<J>(), ...);
@@ -1125,37 +1131,57 @@ struct kernel_code {
   /// Steps of pass P over [j0, j1): whole vectors on the fast path where the strides allow it,
   /// then the partial last vector. Before(j) runs before each whole vector's step (prefetches).
   ///
-  /// A sweep whose reductions are all max or min (softmax's first) takes its whole vectors in
-  /// pairs, each into its own accumulators, merged after the loop: one accumulator's chain of
-  /// dependent max instructions (and of NaN flags) took 2.5 cycles a vector. Max and min are
-  /// exact, so the pairs change no value, only which of two equal zeros a row's max may keep
-  /// (+0 or -0, as the lanes already do). AMD Zen 5: max over rows of 4096 in L1, one thread,
-  /// 0.098 -> 0.085 ns a float (with the call's overhead); softmax [4096, 4096], 4 alternating
-  /// pairs, faster in all: one thread 33.3-34.5 -> 33.4-35.6 GB/s, two 54.0-56.3 -> 55.1-56.8.
+  /// A sweep whose reductions are all max or min (softmax's first) accumulates its vectors
+  /// into two sets of accumulators, the even vectors of [j0, j1) into one and the odd into the
+  /// other, merged at the end, so that the fast loop takes them in independent pairs: one
+  /// accumulator's chain of dependent max instructions (and NaN flags) took 2.5 cycles a
+  /// vector. Which set a vector goes to depends on its position alone, on the fast path and the
+  /// strided one alike, so a row's result (down to which of +0 and -0 its max keeps: x86's max
+  /// returns its second operand on equal zeros) does not depend on the layout or the thread
+  /// count. Not a pipelined kernel's last reduction sweep: its pipelined loop (pipelined) takes
+  /// one vector at a time, and a chunk's first row runs this one. AMD Zen 5: max over rows of
+  /// 4096 in L1, one thread, 0.098 -> 0.085 ns a float (with the call's overhead); softmax
+  /// [4096, 4096], 4 alternating pairs, faster in all: one thread 33.3-34.5 -> 33.4-35.6 GB/s,
+  /// two 54.0-56.3 -> 55.1-56.8.
   template <int P, class Before>
   [[gnu::always_inline]] static void steps(R& r, A& acc, const F& f, index_t j0, index_t j1, bool fast, Before&& before) {
     index_t j = j0;
-    if constexpr (has_fast_step) {
-      if (fast) {
-        if constexpr (minmax_sweep<P>) {
-          A other = acc;
+    if constexpr (minmax_sweep<P> && !(pipelines && P == 2 * I.stages - 1)) {
+      A other;
+      pair_minmax<P, false>(acc, other);
+      if constexpr (has_fast_step) {
+        if (fast) {
           for (; j + 2 * W <= j1; j += 2 * W) {
             before(j);
             step<P, true>(r, acc, f, j, W);
             before(j + W);
             step<P, true>(r, other, f, j + W, W);
           }
-          merge_minmax<P>(acc, other);
-        }
-        for (; j + W <= j1; j += W) {
-          before(j);
-          step<P, true>(r, acc, f, j, W);
+          if (j + W <= j1) {  // an even vector
+            before(j);
+            step<P, true>(r, acc, f, j, W);
+            j += W;
+          }
         }
       }
-    }
-    for (; j < j1; j += W) {
-      before(j);
-      step<P>(r, acc, f, j, static_cast<int>(std::min<index_t>(W, j1 - j)));
+      for (bool odd = (j - j0) / W % 2 != 0; j < j1; j += W, odd = !odd) {
+        before(j);
+        step<P>(r, odd ? other : acc, f, j, static_cast<int>(std::min<index_t>(W, j1 - j)));
+      }
+      pair_minmax<P, true>(acc, other);
+    } else {
+      if constexpr (has_fast_step) {
+        if (fast) {
+          for (; j + W <= j1; j += W) {
+            before(j);
+            step<P, true>(r, acc, f, j, W);
+          }
+        }
+      }
+      for (; j < j1; j += W) {
+        before(j);
+        step<P>(r, acc, f, j, static_cast<int>(std::min<index_t>(W, j1 - j)));
+      }
     }
   }
   /// Row kernels: the memory references the final sweep stores full-space values through
