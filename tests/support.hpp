@@ -6,14 +6,19 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <random>
 #include <vector>
 
 namespace kt {
 
-/// A generator seeded from std::random_device; the seed is reported if a check fails.
+/// A generator seeded from std::random_device, or from KILN_TEST_SEED to replay a run; the
+/// seed is reported if a check fails.
 inline std::mt19937_64& rng() {
-  static const std::uint64_t seed = std::random_device{}();
+  static const std::uint64_t seed = [] {
+    const char* s = std::getenv("KILN_TEST_SEED");
+    return s && *s ? std::strtoull(s, nullptr, 10) : std::uint64_t{std::random_device{}()};
+  }();
   static std::mt19937_64 g(seed);
   static const bool once = [] {
     MESSAGE("random seed " << seed);

@@ -9,13 +9,16 @@ using namespace kiln;
 TEST_CASE_TEMPLATE("reductions over every axis subset of a rank-3 tensor", T, float, double) {
   constexpr dtype D = dtype_of<T>;
   using X = input<"x", D, shape<dyn, 5, 13>>;
+  // The eager reference sums in double; a float sum of up to 195 terms in [-2, 2) differs from
+  // it by a few 1e-7 typically, and the worst-case bound is far above 1e-5.
+  const double tol = std::is_same_v<T, float> ? 1e-5 : 1e-13;
   for (index_t n : {1, 3}) {
     const std::initializer_list<feed> f = {{"x", kt::rand<T, 3>({n, 5, 13})}};
     CHECK(kt::cpu_vs_eager(outputs(sum<0>(X{}), sum<1>(X{}, keepdim), sum<2>(X{}), sum<0, 1>(X{}), sum<0, 2>(X{}, keepdim),
                                    sum<1, 2>(X{}), sum(X{})),
-                           f) <= 1e-6);
+                           f) <= tol);
     CHECK(kt::cpu_vs_eager(outputs(max<0>(X{}), min<1>(X{}, keepdim), max<2>(X{}), min<0, 2>(X{}), max(X{})), f) == 0);
-    CHECK(kt::cpu_vs_eager(outputs(mean<1, 2>(X{}), mean<0>(X{}, keepdim), var<2>(X{}), var<0, 1>(X{}, keepdim)), f) <= 1e-6);
+    CHECK(kt::cpu_vs_eager(outputs(mean<1, 2>(X{}), mean<0>(X{}, keepdim), var<2>(X{}), var<0, 1>(X{}, keepdim)), f) <= tol);
   }
 }
 
@@ -115,7 +118,9 @@ TEST_CASE("reductions over non-innermost axes run with lanes across the kept axi
   using X = input<"x", f32, shape<dyn, dyn, dyn>>;
   for (auto shape : {std::array<index_t, 3>{37, 3, 19}, std::array<index_t, 3>{2, 1, 1}, std::array<index_t, 3>{5, 40, 33}}) {
     auto x = kt::rand<float, 3>(shape);
-    CHECK(kt::cpu_vs_eager(outputs(sum<0>(X{}), max<1>(X{}, keepdim), mean<0, 1>(X{}), min<0>(X{})), {{"x", x}}) <= 1e-6);
+    // float lanes across the kept axis against the eager reference's double sums: a sum of 37
+    // terms in [-2, 2) near 0 was seen 1.6e-6 away (seed 1951547767), within f32 rounding.
+    CHECK(kt::cpu_vs_eager(outputs(sum<0>(X{}), max<1>(X{}, keepdim), mean<0, 1>(X{}), min<0>(X{})), {{"x", x}}) <= 1e-5);
     CHECK(kt::cpu_vs_eager(softmax<0>(X{}), {{"x", x}}) <= 1e-5);
     CHECK(kt::cpu_vs_eager(log_softmax<1>(X{}) * 2, {{"x", x}}) <= 1e-5);
   }
