@@ -51,9 +51,11 @@ def load_runs(path):
             continue
         parts = b["run_name"].split("/")
         key = (parts[0], parts[1])
-        g = groups.setdefault(key, {"seconds": [], "limit_rates": [], "bench": b})
+        g = groups.setdefault(key, {"seconds": [], "limit_rates": [], "rounds": [], "bench": b})
         g["seconds"].append(b["real_time"] * UNIT_SCALE[b["time_unit"]])
         g["limit_rates"].append(b.get("limit_rate"))
+        rnd = next((p[len("round:"):] for p in parts[2:] if p.startswith("round:")), None)
+        g["rounds"].append(int(rnd) if rnd is not None and rnd.isdigit() else None)
     return data.get("context", {}), groups, errors
 
 
@@ -61,6 +63,8 @@ def summarise(ctx, groups):
     limits, rows, round_limits = {}, [], {}
     for (workload, impl), g in groups.items():
         b, secs, paired = g["bench"], g["seconds"], g["limit_rates"]
+        # each measurement by round (bench_cpu's rounds), for the ratios paired round by round
+        by_round = {rnd: (s, l) for rnd, s, l in zip(g["rounds"], secs, paired) if rnd is not None}
         med = statistics.median(secs)
         # rate_scale: 1e9 (GB/s, GFLOP/s) unless the benchmark says otherwise (train: 1, samples/s)
         rate = b["amount"] / med / b.get("rate_scale", 1e9)
@@ -74,6 +78,7 @@ def summarise(ctx, groups):
             "rate": rate,
             "rate_unit": b.get("label", ""),
             "threads": int(b.get("threads", 0)),
+            "_by_round": by_round,
         }
         if workload.startswith("limit_"):
             entry["best_rate"] = b["amount"] / min(secs) / 1e9  # shown in the table's context
@@ -146,7 +151,10 @@ def summarise(ctx, groups):
         peers = by_workload[r["workload"]]
         ref = next((i for i in REF_ORDER if i in peers), None)
         r["ratio_ref"] = ref
-        r["time_ratio"] = r["seconds"] / peers[ref]["seconds"] if ref else None
+        r["ratio_of_medians"] = r["seconds"] / peers[ref]["seconds"] if ref else None
+        r["time_ratio"] = r["ratio_of_medians"]
+        if ref and r["impl"] != ref:
+            r.update(paired_ratios(r["_by_round"], peers[ref]["_by_round"]))
         if coretype:
             r["openblas_coretype"] = coretype
 
@@ -154,9 +162,35 @@ def summarise(ctx, groups):
         impl = r["impl"]
         return (IMPL_ORDER.index(impl) if impl in IMPL_ORDER else len(IMPL_ORDER), impl)
 
+    for r in rows:
+        del r["_by_round"]
     workloads = list(dict.fromkeys(r["workload"] for r in rows))  # in the order they ran
     rows.sort(key=lambda r: (workloads.index(r["workload"]), order(r)))
     return rows, limits, round_limits
+
+
+def paired_ratios(mine, ref):
+    """A row's speed against its reference, round by round (bench_cpu measures every
+    implementation of a workload once per round, seconds apart): time_ratio is the median over
+    the rounds both ran in of seconds / the reference's seconds in the same round, with its
+    spread. The ratio of the two medians instead compares measurements made minutes apart, and
+    on a machine whose memory bandwidth switches between about 55 and 95 GB/s within minutes one
+    implementation's median can fall in the slow stretch and the other's in the fast one
+    (gelu_chain's Eigen row, 2026-11-25 15:13: ratio of medians 0.94x, its rounds 0.75-1.27x,
+    median 1.12x). Where both measured stream alongside (GB/s rows), equal_stream_ratio is the
+    median over the rounds of the ratio of their fractions of stream: each time scaled by the
+    bandwidth the machine gave it."""
+    rounds = sorted(set(mine) & set(ref))
+    if not rounds:
+        return {}
+    ratios = [mine[k][0] / ref[k][0] for k in rounds]
+    out = {"time_ratio": statistics.median(ratios), "time_ratio_min": min(ratios), "time_ratio_max": max(ratios),
+           "paired_rounds": len(rounds)}
+    if all(mine[k][1] and ref[k][1] for k in rounds):
+        scaled = [mine[k][0] * mine[k][1] / (ref[k][0] * ref[k][1]) for k in rounds]
+        out.update({"equal_stream_ratio": statistics.median(scaled), "equal_stream_ratio_min": min(scaled),
+                    "equal_stream_ratio_max": max(scaled)})
+    return out
 
 
 def fmt_time(s):
@@ -208,18 +242,32 @@ def markdown(suite, ctx, rows, limits, round_limits, quick, errors):
                        "before and right after its workload: GB/s rows / stream (copy, triad, triad with "
                        "non-temporal stores), GFLOP/s rows / a register-only FMA loop; the limit column gives it")
         out.append("- GB/s counts the bytes a workload must move (inputs read once, output written once); "
-                   "vs = seconds / seconds of the reference impl named; "
-                   "rel_error = max|y - eager| / max|eager| on the same inputs"
+                   + ("vs = the median over the workload's rounds of seconds / seconds of the reference impl "
+                      "named in the same round, its spread over the rounds in brackets (rows not measured in "
+                      "rounds: the ratio of the medians); at equal stream (GB/s rows) = the same with each time "
+                      "multiplied by the stream rate measured alongside it, i.e. the reference's fraction of stream "
+                      "/ the row's; "
+                      if any("paired_rounds" in r for r in rows) else "vs = seconds / seconds of the reference impl named; ")
+                   + "rel_error = max|y - eager| / max|eager| on the same inputs"
                    + (f" (tolerance {tolerances}; bold: above it)" if tolerances else ""))
     out.append("")
     has_limits = any(r["limit"] for r in rows)
+    stream_paired = {r["workload"] for r in rows if "equal_stream_ratio" in r}
+    has_equal_stream = bool(stream_paired)
     cols = ["workload", "impl", "median ms", "min-max ms", "rate"] + (["limit"] if has_limits else []) + \
-        ["of limit", "vs", "rel_error"]
+        ["of limit", "vs"] + (["vs at equal stream"] if has_equal_stream else []) + ["rel_error"]
     out.append("| " + " | ".join(cols) + " |")
     out.append("| --- | --- |" + " ---: |" * (len(cols) - 2))
     for r in rows:
         vs = "n/a" if r["time_ratio"] is None else (
             "ref" if r["impl"] == r["ratio_ref"] else f"{r['time_ratio']:.2f}x {r['ratio_ref']}")
+        if "time_ratio_min" in r:
+            vs += f" ({r['time_ratio_min']:.2f}-{r['time_ratio_max']:.2f})"
+        if has_equal_stream:  # "-": the workload measured no stream alongside (GFLOP/s rows)
+            eq = f"{r['equal_stream_ratio']:.2f}x ({r['equal_stream_ratio_min']:.2f}-{r['equal_stream_ratio_max']:.2f})" \
+                if "equal_stream_ratio" in r else "-" if r["workload"] not in stream_paired else \
+                "ref" if r["impl"] == r["ratio_ref"] else "n/a"
+            vs += f" | {eq}"
         err = "not finite" if r["rel_error"] is None and r["impl"] != "kiln-eager" else (
             "reference" if r["impl"] == "kiln-eager" else f"{r['rel_error']:.1e}")
         if r.get("within_tolerance") is False:

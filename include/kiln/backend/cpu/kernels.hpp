@@ -525,6 +525,16 @@ inline constexpr index_t pipeline_min_row = 256;
 inline constexpr index_t pipeline_max_row = 32768;
 /// Elements of one pointwise task along the innermost axis.
 inline constexpr index_t pointwise_chunk = 16384;
+/// How far ahead a streaming pointwise kernel prefetches each input (prefetch_ins), in bytes.
+/// It was 1 KiB, measured on AMD Zen 3 (1 and 1.5 KiB alike, stream triad about 43 GB/s). On
+/// AMD Zen 5, whose memory runs stream triad-nt at about 60 or about 95 GB/s, the gelu chain
+/// (16M floats, three inputs, two threads), each run in turns with stream triad-nt, builds
+/// differing in this constant only, 8-24 processes of each in alternation (two sets): with slow
+/// memory 1 KiB reached 94-98% of stream, 3 KiB 94-97%, 4 KiB 84-96%; with fast memory 1 KiB
+/// 75-82%, 2 KiB 91-92%, 3 KiB 98-106%, 4 KiB 95-102%, 6 and 8 KiB 87-97%. One thread: 6.4-6.8
+/// ms at 1 KiB, 4.9-5.2 at 3 KiB. 16 lines ahead a stream were too few in flight for the faster
+/// memory (docs/notes.md, 2026-11-25 afternoon).
+inline constexpr index_t stream_prefetch_bytes = 3072;
 
 /// A rank-0 value from memory, as a double and (for integers) an int64.
 inline sval load_sval(const view& v) {
@@ -1242,7 +1252,8 @@ struct kernel_code {
   }
 
   /// Pointwise kernels whose stores stream (data far larger than the last-level cache): the
-  /// references read (row_ins), each prefetched 1 KiB ahead of the step that loads it. The hardware prefetchers alone left the gelu chain (three inputs, a division and ten
+  /// references read (row_ins), each prefetched (PREFETCHNTA) stream_prefetch_bytes ahead of
+  /// the step that loads it. The hardware prefetchers alone left the gelu chain (three inputs, a division and ten
   /// FMAs per vector) short of overlapping its arithmetic with memory: 16M floats, 2 threads,
   /// AMD Zen 3, a hand-written loop: 9.0-11.2 ms without, 7.1-8.4 ms with (1 KiB or 1.5 KiB
   /// ahead, NTA or T0 alike); x * a + b alone, 7.2-8.1 ms either way. kiln's gelu chain with
@@ -1255,7 +1266,7 @@ struct kernel_code {
     for (int q = 0; q < n_row_ins; ++q) {
       const auto m = static_cast<std::size_t>(row_ins[static_cast<std::size_t>(q)]);
       const auto at = reinterpret_cast<std::uintptr_t>(f.p[m]) +
-                      static_cast<std::uintptr_t>((j + 1024 / mem_size[m]) * f.is[m]);
+                      static_cast<std::uintptr_t>((j + stream_prefetch_bytes / mem_size[m]) * f.is[m]);
       __builtin_prefetch(reinterpret_cast<const void*>(at), 0, 0);
     }
   }
