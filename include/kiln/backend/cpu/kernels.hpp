@@ -1253,8 +1253,8 @@ struct kernel_code {
 
   /// Pointwise kernels whose stores stream (data far larger than the last-level cache): the
   /// references read (row_ins), each prefetched (PREFETCHNTA) stream_prefetch_bytes ahead of
-  /// the step that loads it. The hardware prefetchers alone left the gelu chain (three inputs, a division and ten
-  /// FMAs per vector) short of overlapping its arithmetic with memory: 16M floats, 2 threads,
+  /// the step that loads it. The hardware prefetchers alone left the gelu chain (three inputs,
+  /// a division and ten FMAs per vector) short of overlapping its arithmetic with memory: 16M floats, 2 threads,
   /// AMD Zen 3, a hand-written loop: 9.0-11.2 ms without, 7.1-8.4 ms with (1 KiB or 1.5 KiB
   /// ahead, NTA or T0 alike); x * a + b alone, 7.2-8.1 ms either way. kiln's gelu chain with
   /// this and erf_f32's cheaper clamps, 8 alternating pairs against the code before: 6.2-8.9 ms
