@@ -3,10 +3,9 @@
 // Large blocks (at least storage_cache_min_bytes) that are freed go to a cache instead of back
 // to the system, and a later allocation of the same size (rounded up to 4 KiB) takes one from
 // there. Without it, each call of a compiled model that returns fresh multi-MiB results (the
-// gradients of a training step) gets them from the kernel as new pages, and zero-filling those
-// pages on first touch cost about a fifth of an MLP training step at batch 16 (perf, AMD Zen 3:
-// clear_page and the rest of the page-fault path). glibc's malloc gives such blocks back with
-// munmap or trims them off its heap, so it does not keep them either.
+// gradients of a training step) gets them from the kernel as new pages, and the page faults
+// that zero-fill them on first touch take a large share of a small step. glibc's malloc gives
+// such blocks back with munmap or trims them off its heap, so it does not keep them either.
 //
 // The cache holds at most storage_cache_limit() bytes (256 MiB unless KILN_STORAGE_CACHE_BYTES,
 // a decimal byte count read once, when the cache is first used, says otherwise, or

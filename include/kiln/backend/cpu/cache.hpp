@@ -16,7 +16,7 @@ namespace kiln::cpu::detail {
 /// The size in bytes of CPU 0's data or unified cache of the given level (1, 2, 3; 0: the
 /// highest level there is), as Linux reports it in sysfs (what lscpu prints), else as glibc's
 /// sysconf does, else 0 (unknown). sysfs first: in virtual machines sysconf may report the
-/// host's whole L3 (384 MiB on a 2-core EPYC VM whose sysfs and lscpu say 32 MiB).
+/// host's whole L3, many times the share that sysfs and lscpu give the guest.
 inline std::int64_t cache_bytes(int level) {
 #if defined(__linux__)
   std::int64_t best = 0;

@@ -18,7 +18,7 @@
 //
 // The epilogue thus sees each row of C in segments of up to NC (a few hundred floats, from the
 // L2's size: gemm_block_cols), MR rows at a time, right after the micro-kernels stored them (in
-// L1 or L2). Calling it per micro-tile instead (segments of NR) measured the same, within noise.
+// L1 or L2). Calling it per micro-tile instead (segments of NR) gained nothing.
 // Packing reads A and B through their strides, so a transposed or strided operand costs
 // nothing beyond the packing every product pays anyway (a B stored by columns, as in x W^T,
 // is packed by 8 x 8 transposes in registers: pack_b_columns). Threads split C into rectangles of
@@ -101,15 +101,14 @@ template <class Arch> constexpr int gemm_registers() {
 // The micro-tile is MR rows x NV vectors: MR * NV accumulators, NV vectors of B and one
 // broadcast of A in registers. With 32 registers (AVX-512, AArch64) it is 6 x 4 (24 + 5): per
 // k step 4 vector loads and 6 broadcasts feed 24 FMAs. 12 x 2 and 8 x 3 (also 24 + 3 or 4)
-// ran within measurement noise of it on a loaded Xeon (Sapphire Rapids), 6 x 4 a little ahead
-// on linear+gelu's 1024 x 4096 x 1024 (all 97-105% of OpenBLAS on one core); it also wastes
-// fewest rows on small M (a batch of 16). With 16 registers (SSE, AVX2) it is 6 x 2, BLIS's
-// Haswell shape (12 + 3, leaving one for the multiply of the mul + add that replaces an FMA
-// on SSE2). Integers use a plain 4 x 8 loop nest.
+// were no faster on whole products (docs/notes.md); 6 x 4 also wastes fewer rows than 12 x 2
+// on small M (a batch of 16: 18 rows against 24). With 16 registers (SSE, AVX2) it is 6 x 2,
+// BLIS's Haswell shape (12 + 3, leaving one for the multiply of the mul + add that replaces an
+// FMA on SSE2). Integers use a plain 4 x 8 loop nest.
 // KC = 384 floats makes an A micro-panel (6 x 384) 9 KiB of L1; the A block (MC x KC) may
-// take 4 MiB of L3. A larger KC (512) measured slower with a 1.5 MiB B block (Sapphire Rapids)
-// and level with a 512 KiB one (AMD Zen 5); KC = 256 slower (Zen 5: 0.97-0.98x). The B block's
-// width NC is set at run time from the L2's size: gemm_block_cols.
+// take 4 MiB of L3. A larger KC was no faster, and a smaller one loads and stores C's tiles
+// more often for the same work (docs/notes.md). The B block's width NC is set at run time from
+// the L2's size: gemm_block_cols.
 template <class U, class Arch = gemm_arch> struct gemm_config {
   static constexpr bool vectorised = gemm_vectorised<U, Arch>();
   static constexpr int width = [] {
@@ -126,9 +125,8 @@ template <class U, class Arch = gemm_arch> struct gemm_config {
 /// The bytes of a packed B block (KC x NC), which the micro-kernels sweep once for each row
 /// tile of A and so should stay in L2: half of the L2 (the other half holds the A rows and C
 /// tiles passing through), 1 MiB where the L2's size is unknown, or KILN_GEMM_B_BLOCK_BYTES
-/// from the environment. It was 1 MiB everywhere, tuned on Sapphire Rapids (2 MiB of L2); on
-/// AMD Zen 5 (1 MiB) a 512 KiB block ran 1.5% faster on two threads (1024^3 and 2048^3, in
-/// turns in one process) and 2.4-4.8% on one, 256 KiB 0.6-1.1% (docs/notes.md, 2026-11-25).
+/// from the environment. A fixed 1 MiB block (half of a 2 MiB L2) fills a 1 MiB L2, where a
+/// block of half its size ran faster.
 /// The block's width and the blocking of K do not change the order of any element's sum.
 inline index_t gemm_b_block_bytes() {
   static const index_t bytes = [] {
@@ -181,8 +179,8 @@ template <class U> U* gemm_scratch(int which, std::size_t n) {
 
 // ---- packing -----------------------------------------------------------------------------------
 // Each packed micro-panel is written in order, one k step (MR or NR values) after another,
-// whatever the operand's layout: reading across rows and writing contiguously measured 2-4
-// times faster than reading rows contiguously and writing with a stride of MR or NR.
+// whatever the operand's layout: reading across rows and writing contiguously was the faster
+// order, rather than reading rows contiguously and writing with a stride of MR or NR.
 
 // A block rows [0, mc) x cols [0, kc) of `a` (already offset) into micro-panels of MR rows:
 // panel q holds, for each p, the MR values A[q*MR + r, p]; rows past mc are zero, so the
@@ -207,7 +205,7 @@ void pack_a(const T* a, index_t rs, index_t cs, index_t mc, index_t kc, U* out) 
 // layer's backward pass) packs by transposing 8 x 8 blocks in AVX registers: 8 columns of B
 // (rows of W) by 8 k steps at a time (pack_b_columns). Element by element, each k
 // step read NR values a row of W apart: with W's rows 4 KiB apart (1024 floats) they all fall
-// in one set of L1, and a 16 x 1024 x 1024 product spent 72% of its time packing.
+// in one set of L1, and packing took most of the time of a product of few rows.
 template <class Arch, class T, class U, int NR>
 inline constexpr bool gemm_pack_transposes =
 #if XSIMD_WITH_AVX
@@ -398,9 +396,9 @@ template <class T, class Arch> constexpr bool gemm_reads_a_in_place(index_t a_ro
          a_row_stride != 0;
 }
 
-// Rectangles of at most this many rows read B's rows in place (see gemm_block): measured on
-// AMD Zen 4, one thread, 16 x 1024 x 784 took 0.34 ms with B packed and 0.26 ms in place;
-// 64 rows 1.41 against 1.24 ms; from 128 rows on packing is as fast or faster.
+// Rectangles of at most this many rows read B's rows in place (see gemm_block): up to here each
+// element of B serves too few rows to repay packing it; from 128 rows on packing is as fast or
+// faster (docs/notes.md).
 inline constexpr index_t gemm_direct_b_rows = 64;
 template <class T, class Arch, class Epilogue>
 void gemm_block(index_t bi, index_t m0, index_t m1, index_t n0, index_t n1, index_t k, const T* a,
@@ -435,7 +433,7 @@ void gemm_block(index_t bi, index_t m0, index_t m1, index_t n0, index_t n1, inde
   // A by rows (column stride 1): the micro-kernel reads the MR rows of a tile where they are,
   // each row a contiguous run of kc values that stays in L1 while the tile's row sweeps B's
   // block, as a packed micro-panel would; only a last, partial row tile is packed (zero rows
-  // past mc). Packing A cost 2.5% of a 512 x 1024 x 1024 product on one thread (AMD Zen 5).
+  // past mc), which saves the time packing A would take.
   const bool direct_a = gemm_reads_a_in_place<T, Arch>(ars, acs);
 
   for (index_t ic = m0; ic < m1; ic += MC) {
@@ -496,10 +494,8 @@ void gemm_block(index_t bi, index_t m0, index_t m1, index_t n0, index_t n1, inde
         };
         // Few rows (B read in place): all row tiles of a column panel in turn, so that the
         // panel (kc x NR, 24 KiB for floats) is fetched from L3 once and the next tiles find it
-        // in L1/L2; row tile by row tile, each one would stream the whole B block again (1 MiB,
-        // more than the 512 KiB L2 of AMD Zen 3). 16 x 784 x 1024, one thread, Zen 3 VM: 0.47
-        // against 0.55 ms; 2 threads 0.25 against 0.29; 64 rows 0.93 against 1.05 (2 threads).
-        // With B packed, the same order measured level at 512^3 and 1024^3.
+        // in L1/L2; row tile by row tile, each one would stream the whole B block again (from L2
+        // at best, from L3 where it does not fit). With B packed, the order made no difference.
         if (direct_b) {
           for (index_t jr = 0; jr < nc; jr += NR)
             for (index_t ir = 0; ir < mc; ir += MR) tile_at(ir, jr);
@@ -523,15 +519,11 @@ void gemm_block(index_t bi, index_t m0, index_t m1, index_t n0, index_t n1, inde
 // A thread packs the rows of A and the columns of B that its rectangle needs, so splitting N
 // makes every thread pack all of A, splitting M all of B (once per MC block of its rows): the
 // split chosen minimises the slowest thread's multiply-adds plus packed elements, an element of
-// A costing about as much time as 24 multiply-adds and one of B 12 (AMD Zen 5, AVX-512, one
-// thread, in L2: pack_a 0.145 ns an element, gathered from MR rows; pack_b 0.087, vector
-// copies; a multiply-add 0.0074). With one weight for both (30), a square product was a tie
-// that split N, so that each thread packed all of A: 512^3 with 2 threads took 0.63 ms
-// against 0.57 with M split, 1024^3 4.7 against 4.4, 2048^3 37.5 against 35.9.
-// A read in place (gemm_reads_a_in_place) costs about nothing beyond its multiply-adds (one
-// thread, 512 x 1024 x 1024, medians of 3 runs: 4.26-4.41 ms in place, 4.18-4.30 with A's
-// packing left out, giving wrong results, 4.33-4.44 packed), so a_weight is 0 for it and the
-// split is the one that packs least of B.
+// A costing about as much time as 24 multiply-adds and one of B 12 (A's element is gathered
+// from MR rows, B's copied by vectors; see docs/notes.md). With one weight for both, a
+// square product was a tie that split N, so that each thread packed all of A, and ran slower
+// than with M split. A read in place (gemm_reads_a_in_place) costs about nothing beyond its
+// multiply-adds, so a_weight is 0 for it and the split is the one that packs least of B.
 inline constexpr double gemm_packed_a_cost = 24, gemm_packed_b_cost = 12;  // in multiply-adds
 struct gemm_split {
   index_t tm = 1, tn = 1;

@@ -199,12 +199,8 @@ struct regs<simd::scalar, N> {
 /// whatever the row's length: a float lane's grows with it (1e8 and then 1000 ones: 125 of
 /// them lost in 1e8's lane, against at most 7 in blocks; 2^20 ones and 1 + 2^-10 alternating:
 /// float lanes gave 32 with AVX2, the blocks 1024 exactly; tests/test_cpu_reduce.cpp). A
-/// double add per step (until 2026-11-24) kept every one, but its conversions cost softmax's
-/// exp sweep a third more time than float lanes, blocks of 8 a sixth (AMD Zen 3, one thread, a
-/// row in L1: 0.55-0.61, 0.41-0.48 and 0.46-0.50 ns a float), and with two threads softmax
-/// [4096, 4096] is bound by its arithmetic there, not by memory: 15 alternating pairs, time
-/// ratio 0.73-1.18, median 0.87, faster in 13; layer_norm [8192, 1024], 5 pairs, median 0.93.
-/// (An earlier try, summing 2 or 4 vectors before widening, measured no clear gain: notes.)
+/// double add per step would keep every one, but its conversions slow the sweeps where they
+/// are the bottleneck (softmax's exp sweep); a block pays for them once per sum_block steps.
 inline constexpr int sum_block = 8;
 template <class M, int NR>
 struct accs;
@@ -517,23 +513,16 @@ inline constexpr index_t parallel_grain = 32768;
 /// for rows of at least pipeline_min_row elements, where each row's copies of its registers (a
 /// vector per node, copied twice) are repaid many times over, and at most pipeline_max_row:
 /// the deferred row's cache is read a row later, so about four rows' worth (two cache sets, the
-/// row read and the row written) must stay in a core's L2 (1 MiB on AMD Zen 5). softmax there,
-/// 64 MiB in rows of 65536 floats, pipelined against not (GB/s read and written, two runs):
-/// one thread 29.0-30.4 against 23.9-26.5, but two 44.1-44.3 against 48.3-48.8; rows of 262144:
-/// one thread 24.5-25.2 against 21.1-21.7, two 32.7-41.0 against 31.3-39.2.
+/// row read and the row written) must stay in a core's L2: four rows of 32768 floats take half
+/// of a 1 MiB L2, and longer rows made two threads slower pipelined than not (docs/notes.md).
 inline constexpr index_t pipeline_min_row = 256;
 inline constexpr index_t pipeline_max_row = 32768;
 /// Elements of one pointwise task along the innermost axis.
 inline constexpr index_t pointwise_chunk = 16384;
-/// How far ahead a streaming pointwise kernel prefetches each input (prefetch_ins), in bytes.
-/// It was 1 KiB, measured on AMD Zen 3 (1 and 1.5 KiB alike, stream triad about 43 GB/s). On
-/// AMD Zen 5, whose memory runs stream triad-nt at about 60 or about 95 GB/s, the gelu chain
-/// (16M floats, three inputs, two threads), each run in turns with stream triad-nt, builds
-/// differing in this constant only, 8-24 processes of each in alternation (two sets): with slow
-/// memory 1 KiB reached 94-98% of stream, 3 KiB 94-97%, 4 KiB 84-96%; with fast memory 1 KiB
-/// 75-82%, 2 KiB 91-92%, 3 KiB 98-106%, 4 KiB 95-102%, 6 and 8 KiB 87-97%. One thread: 6.4-6.8
-/// ms at 1 KiB, 4.9-5.2 at 3 KiB. 16 lines ahead a stream were too few in flight for the faster
-/// memory (docs/notes.md, 2026-11-25 afternoon).
+/// How far ahead a streaming pointwise kernel prefetches each input (prefetch_ins), in bytes:
+/// far enough that each stream keeps enough lines in flight to cover memory latency at full
+/// bandwidth (16 lines were too few for fast memory), near enough that the lines are still
+/// cached when loaded (chosen by measurement: docs/notes.md).
 inline constexpr index_t stream_prefetch_bytes = 3072;
 
 /// A rank-0 value from memory, as a double and (for integers) an int64.
@@ -927,14 +916,10 @@ inline void run_pointwise(const dims& space, int nm, const memref* mr, segment_f
 /// upper bound), and then its results that are written once per element of the space (no zero
 /// stride) and are contiguous along the innermost axis. size: bytes per element of each
 /// reference.
-/// Pointwise kernels: gelu(x * a + b) on 16M floats from 8.4 to 7.3 ms. Row kernels: their
+/// A streamed store writes its line without first reading it, as an ordinary store must, so
+/// data that will not stay in cache costs one trip to memory, not two. Row kernels: their
 /// final sweep streams instead of prefetching its lines for writing, and the stores are fenced
-/// once per thread's run of rows (run_rows). Timed in turns with stream triad (2 threads, AMD
-/// EPYC, medians of 15 pairs), as a fraction of stream: layer_norm [8192, 1024] 88% against
-/// 79% with ordinary stores, [4096, 4096] 70% against 57%; softmax [4096, 4096] 63% against
-/// 57%, [8192, 1024] 61% against 60%. An earlier try (its code not kept; where it fenced is
-/// not known) had measured far slower: softmax [8192, 1024] 1.71-1.80x a hand-fused loop's
-/// time against 1.22-1.37x.
+/// once per thread's run of rows (run_rows).
 inline bool streamed_refs(const dims& space, const kernel_desc& k, const memref* mr, const index_t* size,
                           std::uintptr_t vector_bytes, std::uintptr_t* align) {
   std::fill(align, align + k.mems, ~std::uintptr_t{0});
@@ -1083,9 +1068,8 @@ struct kernel_code {
   }();
   /// Kernels of more nodes than this have no fast step: its second copy of the loop body is
   /// worth little where the arithmetic of many nodes outweighs one load and store, and it costs
-  /// build time. A 240-node chain compiled in 21.6 s with it and 16.2 s without (g++ -O3); under
-  /// ASan+UBSan (-O1) 197 s against 75 s, most of it in points-to analysis, which grows faster
-  /// than the function it analyses.
+  /// build time, under the sanitizers above all: g++'s points-to analysis grows faster than the
+  /// function it analyses (docs/notes.md).
   static constexpr int fast_step_nodes = 64;
   static constexpr bool has_fast_step = !std::is_same_v<M, simd::scalar> && N <= fast_step_nodes;
   /// Whether every reference is contiguous or broadcast along the innermost axis, so that whole
@@ -1143,16 +1127,13 @@ struct kernel_code {
   ///
   /// A sweep whose reductions are all max or min (softmax's first) accumulates its vectors
   /// into two sets of accumulators, the even vectors of [j0, j1) into one and the odd into the
-  /// other, merged at the end, so that the fast loop takes them in independent pairs: one
-  /// accumulator's chain of dependent max instructions (and NaN flags) took 2.5 cycles a
-  /// vector. Which set a vector goes to depends on its position alone, on the fast path and the
-  /// strided one alike, so a row's result (down to which of +0 and -0 its max keeps: x86's max
-  /// returns its second operand on equal zeros) does not depend on the layout or the thread
-  /// count. Not a pipelined kernel's last reduction sweep: its pipelined loop (pipelined) takes
-  /// one vector at a time, and a chunk's first row runs this one. AMD Zen 5: max over rows of
-  /// 4096 in L1, one thread, 0.098 -> 0.085 ns a float (with the call's overhead); softmax
-  /// [4096, 4096], 4 alternating pairs, faster in all: one thread 33.3-34.5 -> 33.4-35.6 GB/s,
-  /// two 54.0-56.3 -> 55.1-56.8.
+  /// other, merged at the end, so that the fast loop takes them in independent pairs: with one
+  /// accumulator, each vector waits out the latency of the previous one's max (and NaN flag)
+  /// instructions. Which set a vector goes to depends on its position alone, on the fast path
+  /// and the strided one alike, so a row's result (down to which of +0 and -0 its max keeps:
+  /// x86's max returns its second operand on equal zeros) does not depend on the layout or the
+  /// thread count. Not a pipelined kernel's last reduction sweep: its pipelined loop
+  /// (pipelined) takes one vector at a time, and a chunk's first row runs this one.
   template <int P, class Before>
   [[gnu::always_inline]] static void steps(R& r, A& acc, const F& f, index_t j0, index_t j1, bool fast, Before&& before) {
     index_t j = j0;
@@ -1254,11 +1235,8 @@ struct kernel_code {
   /// Pointwise kernels whose stores stream (data far larger than the last-level cache): the
   /// references read (row_ins), each prefetched (PREFETCHNTA) stream_prefetch_bytes ahead of
   /// the step that loads it. The hardware prefetchers alone left the gelu chain (three inputs,
-  /// a division and ten FMAs per vector) short of overlapping its arithmetic with memory: 16M floats, 2 threads,
-  /// AMD Zen 3, a hand-written loop: 9.0-11.2 ms without, 7.1-8.4 ms with (1 KiB or 1.5 KiB
-  /// ahead, NTA or T0 alike); x * a + b alone, 7.2-8.1 ms either way. kiln's gelu chain with
-  /// this and erf_f32's cheaper clamps, 8 alternating pairs against the code before: 6.2-8.9 ms
-  /// against 7.6-13.0 ms, time ratio 0.49-1.18, median 0.78 (near stream triad's 43 GB/s).
+  /// a division and ten FMAs per vector) short of overlapping its arithmetic with memory; a
+  /// kernel of little arithmetic (x * a + b) neither gains nor loses by it.
   /// (A strided reference is prefetched as many strides ahead, a broadcast one at its own
   /// line; addresses past the end of an array are only prefetched, never read, and are formed
   /// as integers.)
@@ -1307,15 +1285,12 @@ struct kernel_code {
   /// Row kernels with a row cache (a transcendental function's values, as softmax's exp) and
   /// lanes along one reduced axis: each row's final sweep runs inside the next row's last
   /// reduction sweep, one step of each per vector, so that the final sweep's stores (streamed
-  /// to memory, for large data) drain while the next row's arithmetic runs instead of after it.
-  /// softmax [4096, 4096], AMD Zen 5, GB/s read and written: a hand-written loop on one thread
-  /// 36.5 with three sweeps a row, 44 with the final sweep pipelined (two threads 48 -> 53,
-  /// stream triad 55); kiln's kernel 30.1-30.6 -> 33.3-34.2 on one thread, 48-49 -> 52-55 on
-  /// two; in bench_cpu 79-85% -> 86-90% of stream in its slow regime, 64% -> 74-77% in its fast
-  /// one (docs/notes.md, 2026-11-25). pending_row holds the deferred row (its frame and values)
-  /// for the thread; run_rows ends every thread's run of rows with a row that has no next
-  /// (knext null), whose final sweep runs at once, so nothing is left pending between calls (and
-  /// a run's first row drops whatever a run that threw left).
+  /// to memory, for large data) drain while the next row's arithmetic runs instead of after it
+  /// (a final sweep on its own leaves the arithmetic idle while its stores drain). pending_row
+  /// holds the deferred row (its frame and values) for the thread; run_rows ends every thread's
+  /// run of rows with a row that has no next (knext null), whose final sweep runs at once, so
+  /// nothing is left pending between calls (and a run's first row drops whatever a run that
+  /// threw left).
   ///
   /// A row's results are the bits of separate sweeps (each row's steps are the same, in the
   /// same order) for kernels whose two sweeps cannot contract a multiply and an add into an FMA,
@@ -1455,13 +1430,8 @@ struct kernel_code {
         if constexpr (LR) {
           const index_t len = g.ext[inner];
           // the last sweep before the final one: prefetch what the final sweep stores, and the
-          // next row's inputs, so that reading them overlaps this row's arithmetic. Measured on
-          // AMD Zen 4 with one thread: softmax 4096 x 4096 from 18 to 11 ms; layer_norm 8192 x
-          // 1024 from 4.3 to 3.8 ms with the first alone, while the second made it slower (5.4
-          // ms), so until 2026-11-24 only kernels with a row cache (transcendental functions)
-          // prefetched the next row. On AMD Zen 3 with two threads layer_norm 8192 x 1024 gains
-          // from it (14 alternating pairs: time ratio 0.55-1.15, median 0.82, faster in 11);
-          // with one thread, 11 pairs, median 1.01; [4096, 4096], 4 pairs, 0.82-1.23. Only
+          // next row's inputs, so that reading them overlaps this row's arithmetic (otherwise a
+          // row's first sweep waits on memory while its later sweeps compute from cache). Only
           // kernels with a final sweep: a plain row sum's one sweep reads its row from memory
           // itself, and would fetch the next a whole row ahead.
           constexpr bool pf = P == 2 * I.stages - 1 && n_final_outs > 0;

@@ -7,8 +7,8 @@
 // environment).
 // A compiled call big enough to thread runs its kernels with one team (with_team): the pool's
 // workers spin on kiln's job slots between kernels instead of going back to OpenMP, which
-// under OMP_WAIT_POLICY=passive would put them to sleep after each kernel (the bench's MLP at
-// batch 16: 0.61-0.65 ms against 0.74-0.85, Zen 3 VM), and for 200 us after the call.
+// under OMP_WAIT_POLICY=passive would put them to sleep after each kernel, so that every kernel
+// would pay for waking them; they keep spinning for pool::worker_spin after the call.
 #pragma once
 
 #include <algorithm>
@@ -261,9 +261,9 @@ inline void after_fork_in_child() {
 /// The threads of one compiled call (see with_team): the calling thread runs the plan and posts
 /// each parallel_for to the others, which spin (yielding the core now and then) between jobs
 /// instead of going back to OpenMP, where OMP_WAIT_POLICY=passive puts them to sleep after
-/// every region and each later region must wake them (a sleeping vCPU: 0.1-0.2 ms a region on
-/// the Zen 3 VMs here, 40-60 us on a Zen 5). Chunks are taken as threads come free, whatever
-/// the team's size (OpenMP, the fallback, may give fewer threads than asked).
+/// every region and each later region must wake them (waking a sleeping thread, on a virtual
+/// CPU above all, can take as long as a small kernel runs). Chunks are taken as threads come
+/// free, whatever the team's size (OpenMP, the fallback, may give fewer threads than asked).
 class team {
  public:
   /// Threads in the team, the caller's included (set by the caller, read only by it).
@@ -306,11 +306,10 @@ class team {
   /// function and chunk count are in slot g % 2: the caller writes job g + 1's into the other
   /// slot while the counter still shows job g, all of whose chunks may be taken by then, so a
   /// thread that is late for job g reads job g's count and takes nothing. With one slot for
-  /// both (before 2026-11-24) it could read job g + 1's larger count, take chunk c of job g + 1
-  /// under job g's number before the caller published job g + 1 (that chunk then ran twice),
-  /// and its extra decrement of pending_ left the caller waiting forever: 2 runs in 300 of a
-  /// test of 300 jobs hung, and 6 in 6 of a test of 300k jobs of 2 and 64 chunks in turn
-  /// (tests/test_gemm.cpp).
+  /// both it could read job g + 1's larger count, take chunk c of job g + 1 under job g's
+  /// number before the caller published job g + 1 (that chunk then ran twice), and its extra
+  /// decrement of pending_ would leave the caller waiting forever (tests/test_gemm.cpp's stress
+  /// test of many short jobs).
   void take(std::uint64_t g) {
     const slot& s = slots_[g & 1];
     const std::function<void(int)>* job = s.job.load(std::memory_order_relaxed);
@@ -408,15 +407,14 @@ void parallel_for(index_t n, index_t grain, F&& fn, int per_thread = chunks_per_
 /// already inside kiln's or the program's parallel region): the other threads serve the
 /// parallel_for calls of body (detail::team), spinning between them, so a compiled call wakes
 /// its threads at most once rather than once per threaded kernel. The team's other threads are
-/// kiln's pool, whose workers spin for 200 us after a job before they sleep, so calls in quick
-/// succession find them awake; an OpenMP region's threads would be asleep again after every
-/// call under OMP_WAIT_POLICY=passive (the bench's setting), and waking a sleeping vCPU took
-/// 40-60 us here (AMD Zen 5 VM: 512^3 product, 2 threads, 0.64-0.65 ms with an OpenMP region
-/// against 0.57-0.59 with OMP_WAIT_POLICY=active). Where another thread's call holds the pool,
-/// the team is an OpenMP region (OpenMP builds) or there is none (body's parallel_for calls
-/// then run on the calling thread while the pool is held). The caller does not wait for pool
-/// workers that have not woken up by the end of body. An exception from body() ends the team
-/// and is rethrown here.
+/// kiln's pool, whose workers spin for pool::worker_spin after a job before they sleep, so calls
+/// in quick succession find them awake; an OpenMP region's threads would be asleep again after
+/// every call under OMP_WAIT_POLICY=passive (the bench's setting), and waking them would cost
+/// every call of a small product a noticeable share of its time. Where another thread's call
+/// holds the pool, the team is an OpenMP region (OpenMP builds) or there is none (body's
+/// parallel_for calls then run on the calling thread while the pool is held). The caller does
+/// not wait for pool workers that have not woken up by the end of body. An exception from
+/// body() ends the team and is rethrown here.
 template <class F>
 void with_team(F&& body) {
   const int threads = num_threads();

@@ -152,9 +152,9 @@ template <class A>
   const V y = fmadd(p, r * r, r) + V(1.0f);  // without FMA instructions each fmadd rounds twice
 #endif
 #if defined(__AVX512F__)
-  // 14 instructions in all. About 25% more exps per second than with 17 (a select clamp, e^r by
-  // a multiply, an FMA and an add) in a loop of nothing else (3.1 against 4.1 ns a vector, AMD
-  // Zen 4); a softmax gain could not be told from that VM's noise (2026-11-23).
+  // 14 instructions in all, against 17 with a select clamp and e^r by a multiply, an FMA and an
+  // add: float arithmetic issues at about the same rate whichever instructions it uses, so the
+  // count is what sets exp's speed.
   if constexpr (std::is_base_of_v<xsimd::avx512f, A>) return V(_mm512_maskz_scalef_ps(0xFFFF, y, n));  // (see clamp_keep_nan)
 #endif
   const I k = xsimd::batch_cast<std::int32_t>(n);  // exact: n is integral, |n| <= 150
@@ -188,8 +188,8 @@ template <class A>
 /// is folded into the polynomial's last FMA, and the result is s + s q, one rounding. Valid
 /// while s is a normal float: vectors with a lane of |x| > 87 (or NaN, or inf) go to
 /// exp_f32_poly instead, one test and a branch. Over every third float: at most 0.74 ulp for
-/// x >= 0 and 0.84 for x < 0 (where the worst is exp_f32_poly's), against 0.89; 0.321 against
-/// 0.408 ns a float in a loop of nothing else (AMD Zen 3, one thread, 2026-11-23).
+/// x >= 0 and 0.84 for x < 0 (where the worst is exp_f32_poly's), against 0.89. It puts 8
+/// instructions on the FMA and multiply pipes where exp_f32_poly puts 12.
 template <class A>
 [[gnu::always_inline]] inline xsimd::batch<float, A> exp_f32_table(const xsimd::batch<float, A>& x) {
   using V = xsimd::batch<float, A>;
@@ -250,12 +250,10 @@ template <class T, class A>
 /// to 1, which rounding could pass; the sign is restored at the end, so erf is exactly odd.
 /// Measured over every float against std::erf in double: at most 5.95 ulp with FMA instructions,
 /// 7.17 without (the rounding of P and Q, near erf = 1; xsimd::erf: 2.4, Eigen's: 7.4), and
-/// twice as fast as xsimd::erf (10 FMAs and a division, no exp). NaN stays NaN, erf(+-inf) =
+/// cheaper than xsimd::erf (10 FMAs and a division, no exp). NaN stays NaN, erf(+-inf) =
 /// +-1. tests/test_cpu_unary.cpp sweeps it (every float with --no-skip). Both clamps are one
-/// MINPS on x86 and the sign an AND and an OR (they were compare-and-blend pairs and a full
-/// copysign, bit for bit the same results over every float): the gelu chain's kernel, one
-/// thread, in L1, from 0.75 to 0.69 ns a float (AMD Zen 3; Eigen's erf, of fewer terms and
-/// 7.4 ulp: 0.55).
+/// MINPS on x86 and the sign an AND and an OR: fewer instructions than compare-and-blend pairs
+/// and a full copysign, with bit for bit the same results over every float.
 template <class V>
 [[gnu::always_inline]] inline V erf_f32(const V& a) {
   const V lim(3.92f), one(1.0f);
@@ -294,11 +292,10 @@ namespace erf_table {
 /// division. The two FMAs that find n and v round to nearest whatever the rounding mode (an
 /// upward mode would otherwise make n 16 near the clamp, which the permute reads as 0). The
 /// sign is restored at the end (odd, as erf_f32), NaN stays NaN, erf(+-inf) = +-1. Against
-/// std::erf in double over every float: at most 2.04 ulp (erf_f32: 5.95). The gelu chain's
-/// inner loop in L1, one thread: 0.163 against 0.180 ns a float (AMD Zen 5, 2026-11-24). On
-/// AVX2 the same table needs two permutes and a blend a coefficient, slower than erf_f32 (0.49
-/// against 0.34 ns a float), so AVX2 and the rest keep erf_f32. Scalars take this body too on
-/// AVX-512 (a one-value batch), so that a kernel's vector and scalar modes agree bit for bit.
+/// std::erf in double over every float: at most 2.04 ulp (erf_f32: 5.95). On AVX2 the same
+/// table needs two permutes and a blend a coefficient, which makes it slower than erf_f32, so
+/// AVX2 and the rest keep erf_f32. Scalars take this body too on AVX-512 (a one-value batch),
+/// so that a kernel's vector and scalar modes agree bit for bit.
 template <class A>
 [[gnu::always_inline]] inline xsimd::batch<float, A> erf_f32_table(const xsimd::batch<float, A>& a) {
   using V = xsimd::batch<float, A>;
