@@ -34,7 +34,7 @@ TEST_CASE("KILN_LOGS values parse like TORCH_LOGS") {
 
 TEST_CASE("every stage prints from the frozen plan") {
   std::ostringstream os;
-  print_stages<Soft>(os, parse_logs("all"));
+  print_stages(os, parse_logs("all"), traced<Soft>::value.thaw(), passes::thaw_schedule(plan<Soft>::schedule));
   const std::string out = os.str();
   CHECK(out.find("[kiln] graph (as captured): 2 nodes, 1 leaves") != std::string::npos);
   CHECK(out.find("%1 = softmax f32 [dyn, 64] %0") != std::string::npos);

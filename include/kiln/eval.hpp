@@ -1,11 +1,11 @@
-// kiln/eval.hpp: evaluating an expression now, with the CPU backend (the fused kernels of the
-// expression's plan) or, when asked for, the eager reference backend.
+// kiln/eval.hpp: evaluating an expression now, with the default backend (the CPU backend's
+// fused kernels of the expression's plan) or any other (backend/backend.hpp).
 //
 //   tensor<float, 2> c = a + b * 2;                       // bound tensors: eager style
 //   auto y = relu(matmul(input<"x", f32, shape<dyn, 4>>{}, param<"w", f32, shape<4, 3>>{}));
 //   auto out = eval(y, {{"x", x}, {"w", w}});           // placeholders bound by name
 //   auto ref = eval(y, {{"x", x}, {"w", w}}, eager::backend);  // the reference
-//   auto f = compile(y);                                 // kiln::cpu::backend by default
+//   auto f = compile(y);                                 // kiln::default_backend
 //   auto out2 = f({{"x", x}, {"w", w}});
 #pragma once
 
@@ -18,8 +18,8 @@
 #include <string_view>
 #include <vector>
 
-#include "backend/cpu.hpp"
-#include "backend/eager.hpp"
+#include "backend/backend.hpp"
+#include "backend/default.hpp"
 #include "debug/logs.hpp"
 #include "core/tensor.hpp"
 #include "graph/expr.hpp"
@@ -114,35 +114,20 @@ std::vector<any_tensor> bind_leaves(const G& g, const E& e, std::initializer_lis
   return bind_leaves(g, e, std::span<const feed>(feeds.begin(), feeds.size()));
 }
 
-namespace eager {
-/// Tag selecting the eager reference backend: `kiln::eval(e, feeds, kiln::eager::backend)`.
-struct backend_t {
-  explicit constexpr backend_t() = default;
-};
-inline constexpr backend_t backend{};
-}  // namespace eager
-
-template <class B>
-concept backend_tag = std::same_as<B, cpu::backend_t> || std::same_as<B, eager::backend_t>;
-
-/// Evaluates an expression, or each expression of kiln::outputs(...), with the CPU backend
-/// (the default) or the eager reference backend.
-template <traceable E, backend_tag B = cpu::backend_t>
+/// Evaluates an expression, or each expression of kiln::outputs(...), with backend B (the
+/// default backend unless named: `eval_all(e, feeds, kiln::eager::backend)`).
+template <traceable E, backend_type B = default_backend>
 std::vector<any_tensor> eval_all(const E& e, std::span<const feed> feeds, B = B{}) {
-  log_once<E>();
-  // the leaf table is laid out by the captured graph; derivatives run on the expanded graph
-  if constexpr (std::same_as<B, eager::backend_t>)
-    return eager::run(eager_graph<E>(), bind_leaves(traced<E>::value, e, feeds));
-  else
-    return cpu::run_schedule<plan<E>::schedule>(bind_leaves(traced<E>::value, e, feeds));
+  // the leaf table is laid out by the captured graph; every later stage keeps its slots
+  return B::template run<program<E>>(bind_leaves(traced<E>::value, e, feeds), {});
 }
-template <traceable E, backend_tag B = cpu::backend_t>
+template <traceable E, backend_type B = default_backend>
 std::vector<any_tensor> eval_all(const E& e, std::initializer_list<feed> feeds = {}, B b = B{}) {
   return eval_all(e, std::span<const feed>(feeds.begin(), feeds.size()), b);
 }
 
 /// Evaluates an expression, returning a dtype-erased tensor.
-template <expression E, backend_tag B = cpu::backend_t>
+template <expression E, backend_type B = default_backend>
 any_tensor eval_any(const E& e, std::initializer_list<feed> feeds, B b = B{}) {
   if constexpr (E::shape.poisoned()) return any_tensor{};  // the mistake was reported where it was made
   else return eval_all(e, feeds, b)[0];
@@ -152,36 +137,41 @@ any_tensor eval_any(const E& e) {
   return eval_any(e, {});
 }
 
-/// Evaluates an expression with the CPU backend straight into `dest`'s elements (its shape
-/// must be the expression's), or into new storage if `dest` is undefined. A destination that
-/// shares storage with an operand gets the result through a copy, so `a = transpose(a) + a`
-/// reads only old values.
-template <expression E>
-void eval_into(const E& e, any_tensor& dest) {
+/// Evaluates an expression with backend B straight into `dest`'s elements (its shape must be
+/// the expression's), or into new storage if `dest` is undefined. A destination that shares
+/// storage with an operand gets the result through a copy, so `a = transpose(a) + a` reads only
+/// old values.
+template <expression E, backend_type B = default_backend>
+void eval_into(const E& e, any_tensor& dest, B = B{}) {
   if constexpr (!E::shape.poisoned()) {  // else the mistake was reported where it was made
-    log_once<E>();
-    const std::vector<any_tensor> leaves = bind_leaves(traced<E>::value, e, std::span<const feed>{});
-    if (!dest.defined()) dest = cpu::run_schedule<plan<E>::schedule>(leaves)[0];
-    else cpu::run_schedule_into<plan<E>::schedule>(leaves, {dest});
+      const std::vector<any_tensor> leaves = bind_leaves(traced<E>::value, e, std::span<const feed>{});
+    if (!dest.defined()) dest = B::template run<program<E>>(leaves, {})[0];
+    else B::template run<program<E>>(leaves, std::span<const any_tensor>(&dest, 1));
   }
 }
 
+/// Tensor assignment (`tensor c = expr;`, `c = expr;`) evaluates with the default backend.
+template <expression E>
+struct evaluator<E> {
+  static void into(const E& e, any_tensor& dest) { eval_into(e, dest); }
+};
+
 /// Evaluates an expression into a new tensor of its dtype and rank.
-template <expression E, backend_tag B = cpu::backend_t>
+template <expression E, backend_type B = default_backend>
 auto eval(const E& e, std::span<const feed> feeds, B b = B{}) {
   if constexpr (E::shape.poisoned()) return any_tensor{};  // the mistake was reported where it was made
   else return tensor<storage_t<E::dt>, E::shape.rank>(std::move(eval_all(e, feeds, b)[0]));
 }
-template <expression E, backend_tag B = cpu::backend_t>
+template <expression E, backend_type B = default_backend>
 auto eval(const E& e, std::initializer_list<feed> feeds = {}, B b = B{}) {
   return eval(e, std::span<const feed>(feeds.begin(), feeds.size()), b);
 }
 
 /// An expression compiled for a backend: call it with the tensors of its placeholders.
-///   auto f = kiln::compile(gelu(linear(x, w, b)));   // kiln::cpu::backend
+///   auto f = kiln::compile(gelu(linear(x, w, b)));   // kiln::default_backend
 ///   tensor<float, 2> y = f({{"x", xv}, {"w", wv}, {"b", bv}});
 /// An expression gives one tensor of its dtype and rank; kiln::outputs(...) gives a vector.
-template <traceable E, backend_tag B = cpu::backend_t>
+template <traceable E, backend_type B = default_backend>
 class compiled {
  public:
   explicit compiled(const E& e) : e_(e) { (void)plan<E>::schedule; }
@@ -198,16 +188,11 @@ class compiled {
   /// The same, writing output q into out[q] when that is defined with the output's dtype and
   /// shape (it may be a strided view), else into a new tensor stored in out[q] (out is resized
   /// to the number of outputs): repeated calls reuse the caller's memory, like torch's `out=`.
-  void operator()(std::span<const feed> feeds, std::vector<any_tensor>& out) const
-    requires std::same_as<B, cpu::backend_t>
-  {
-    log_once<E>();
-    out.resize(plan<E>::schedule.g.outputs.size());
-    out = cpu::run_schedule_into<plan<E>::schedule>(bind_leaves(traced<E>::value, e_, feeds), out);
+  void operator()(std::span<const feed> feeds, std::vector<any_tensor>& out) const {
+      out.resize(traced<E>::value.outputs.size());
+    out = B::template run<program<E>>(bind_leaves(traced<E>::value, e_, feeds), out);
   }
-  void operator()(std::initializer_list<feed> feeds, std::vector<any_tensor>& out) const
-    requires std::same_as<B, cpu::backend_t>
-  {
+  void operator()(std::initializer_list<feed> feeds, std::vector<any_tensor>& out) const {
     (*this)(std::span<const feed>(feeds.begin(), feeds.size()), out);
   }
   /// The frozen plan the calls run.
@@ -217,7 +202,7 @@ class compiled {
   E e_;
 };
 
-template <traceable E, backend_tag B = cpu::backend_t>
+template <traceable E, backend_type B = default_backend>
 compiled<E, B> compile(const E& e, B = B{}) {
   return compiled<E, B>(e);
 }

@@ -15,16 +15,11 @@
 
 #include "../core/tensor.hpp"
 #include "../passes/fuse.hpp"
+#include "backend.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu/parallel.hpp"
 
 namespace kiln::cpu {
-
-/// Tag selecting the CPU backend: `kiln::compile(expr, kiln::cpu::backend)`.
-struct backend_t {
-  explicit constexpr backend_t() = default;
-};
-inline constexpr backend_t backend{};
 
 namespace detail {
 
@@ -195,13 +190,19 @@ std::vector<any_tensor> run_schedule_into(const std::vector<any_tensor>& leaves,
   for (const any_tensor& t : into)
     for (const any_tensor& l : leaves) overlap = overlap || (t.defined() && t.shares_storage(l));
   if (!overlap) return detail::run<S>(leaves, &into);
-  std::vector<any_tensor> outs = detail::run<S>(leaves, nullptr);
-  for (std::size_t q = 0; q < outs.size() && q < into.size(); ++q)
-    if (into[q].defined()) {
-      into[q].copy_from(outs[q]);
-      outs[q] = into[q];
-    }
-  return outs;
+  return deliver(detail::run<S>(leaves, nullptr), into);
 }
+
+/// The CPU backend (backend/backend.hpp): `kiln::compile(expr, kiln::cpu::backend)`, and the
+/// default one (backend/default.hpp).
+struct backend_t {
+  template <class P>
+  static std::vector<any_tensor> run(const std::vector<any_tensor>& leaves, std::span<const any_tensor> into) {
+    P::log_schedule();
+    if (into.empty()) return run_schedule<P::schedule()>(leaves);
+    return run_schedule_into<P::schedule()>(leaves, std::vector<any_tensor>(into.begin(), into.end()));
+  }
+};
+inline constexpr backend_t backend{};
 
 }  // namespace kiln::cpu

@@ -22,6 +22,7 @@
 #include "../core/tensor.hpp"
 #include "../graph/graph.hpp"
 #include "../graph/ops.hpp"
+#include "backend.hpp"
 
 namespace kiln::eager {
 
@@ -867,5 +868,17 @@ std::vector<any_tensor> run_schedule(const S& s, const std::vector<any_tensor>& 
   for (int o : g.outputs) outs.push_back(detail::unaliased(value(value, o, true), leaves));
   return outs;
 }
+
+/// The eager backend (backend/backend.hpp): `kiln::eval(e, feeds, kiln::eager::backend)` runs
+/// P's reference graph (as captured, or decomposed and differentiated when it has derivatives)
+/// node by node, unfused: the reference every other backend is tested against.
+struct backend_t {
+  template <class P>
+  static std::vector<any_tensor> run(const std::vector<any_tensor>& leaves, std::span<const any_tensor> into) {
+    P::log_reference();
+    return deliver(eager::run(P::reference(), leaves), into);
+  }
+};
+inline constexpr backend_t backend{};
 
 }  // namespace kiln::eager

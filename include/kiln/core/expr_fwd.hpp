@@ -22,11 +22,15 @@ struct outputs_base {};
 template <class E>
 concept traceable = expression<E> || std::derived_from<std::remove_cvref_t<E>, outputs_base>;
 
-/// Evaluates an expression (defined in eval.hpp, with the CPU backend).
-template <expression E>
-any_tensor eval_any(const E& e);
-/// Evaluates an expression into dest's elements, or new storage if dest is undefined (eval.hpp).
-template <expression E>
-void eval_into(const E& e, any_tensor& dest);
+/// How `tensor c = expr;` and `c = expr;` evaluate an expression: eval.hpp specialises this
+/// for expressions (with the default backend). The core headers cannot include the backends,
+/// so without eval.hpp the assignment fails to compile here, rather than to link.
+template <class E>
+struct evaluator {
+  static void into(const E&, any_tensor&) {
+    static_assert(sizeof(E) == 0,
+                  "kiln: evaluating an expression into a tensor needs #include <kiln/eval.hpp> (or <kiln/kiln.hpp>)");
+  }
+};
 
 }  // namespace kiln

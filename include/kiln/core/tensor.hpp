@@ -280,7 +280,9 @@ class tensor {
   }
   /// Evaluates an expression into a new tensor.
   template <expression E>
-  tensor(const E& e) : tensor(eval_any(checked(e))) {}  // NOLINT: implicit, `tensor c = a + b;`
+  tensor(const E& e) {  // NOLINT: implicit, `tensor c = a + b;`
+    evaluator<E>::into(checked(e), t_);
+  }
 
   tensor(const tensor&) = default;
   tensor(tensor&&) noexcept = default;
@@ -298,12 +300,12 @@ class tensor {
   /// a` is computed into fresh memory before it is written.
   template <expression E>
   tensor& operator=(const E& e) & {
-    eval_into(checked(e), t_);
+    evaluator<E>::into(checked(e), t_);
     return *this;
   }
   template <expression E>
   tensor& operator=(const E& e) && {
-    eval_into(checked(e), t_);
+    evaluator<E>::into(checked(e), t_);
     return *this;
   }
 

@@ -128,37 +128,45 @@ void print_plan(std::ostream& os, const S& s) {
 
 }  // namespace debug
 
-/// Prints the requested stages of expression type E's plan.
-template <class E>
-void print_stages(std::ostream& os, const log_stages& st) {
-  if (st.graph) debug::print_graph(os, traced<E>::value, "graph (as captured)");
-  constexpr const auto& s = plan<E>::schedule;
-  if (st.prims) debug::print_graph(os, s.g, "prims (decomposed, canonicalised)");
-  if (st.fusion) debug::print_fusion(os, s);
-  if (st.plan) debug::print_plan(os, s);
-}
-
-/// Prints the requested stages of a captured graph's plan, running the passes now, at run time
-/// (the same functions that the compile-time pipeline evaluates): logging an expression then
-/// costs its compilation nothing.
-inline void print_stages(std::ostream& os, const log_stages& st, const graph& captured) {
+/// Prints the requested stages of a plan: the graph as captured, then the frozen schedule's
+/// primitive graph, kernels and buffers.
+inline void print_stages(std::ostream& os, const log_stages& st, const graph& captured, const passes::schedule& s) {
   if (st.graph) debug::print_graph(os, captured, "graph (as captured)");
-  if (!(st.prims || st.fusion || st.plan)) return;
-  const passes::schedule s = passes::compile(captured);
   if (st.prims) debug::print_graph(os, s.g, "prims (decomposed, canonicalised)");
   if (st.fusion) debug::print_fusion(os, s);
   if (st.plan) debug::print_plan(os, s);
 }
 
-/// Prints what KILN_LOGS asks for, the first time it is called for expression type E.
-template <class E>
-void log_once() {
+/// The same for a graph that runs unfused (the eager backend): no kernels, no buffers.
+inline void print_reference(std::ostream& os, const log_stages& st, const graph& captured, const graph& ref) {
+  if (st.graph) debug::print_graph(os, captured, "graph (as captured)");
+  if (st.prims) debug::print_graph(os, ref, "reference graph (run node by node, unfused)");
+  if (st.fusion || st.plan) os << "[kiln] fusion, plan: none (the eager backend runs the graph node by node)\n";
+}
+
+/// KILN_LOGS: the first run of expression type E prints the stages asked for, of the frozen
+/// plan S that runs (a backend calls this through program<E>::log_schedule, backend.hpp).
+template <class E, const auto& S>
+void log_plan_once() {
   const log_stages& st = logs_from_env();
   if (!st.any()) return;
   static std::once_flag once;
   std::call_once(once, [&] {
     std::ostringstream os;
-    print_stages(os, st, traced<E>::value.thaw());
+    print_stages(os, st, traced<E>::value.thaw(), passes::thaw_schedule(S));
+    std::fputs(os.str().c_str(), stderr);
+  });
+}
+
+/// The same for a backend that runs E's reference graph R unfused.
+template <class E, const auto& R>
+void log_reference_once() {
+  const log_stages& st = logs_from_env();
+  if (!st.any()) return;
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    std::ostringstream os;
+    print_reference(os, st, traced<E>::value.thaw(), R.thaw());
     std::fputs(os.str().c_str(), stderr);
   });
 }

@@ -4,6 +4,9 @@
 //   optim::trainer tr(loss, net::params{}, optim::adam{.lr = 1e-3}, nn::make_params<net>(seed));
 //   double l = tr.step({{"x", xb}, {"y", yb}});        // forward, backward, update: one plan
 //   tr.save("ckpt.safetensors");  tr.load("ckpt.safetensors");
+//
+// The step runs on the default backend; a last argument after the clipping names another:
+// `optim::trainer tr(loss, params, opt, initial, optim::no_clipping{}, kiln::eager::backend)`.
 #pragma once
 
 #include <cstdint>
@@ -21,13 +24,13 @@
 namespace kiln::optim {
 
 /// A model's parameters, its optimizer's state and one compiled training step. step() runs the
-/// step's plan on the CPU backend, writing the new parameters and states into a second set of
+/// step's plan on backend B (backend/backend.hpp; the default backend unless named), writing the new parameters and states into a second set of
 /// tensors that then changes places with the first (no allocation, no copy, no aliasing).
-template <class Opt, class Clip, class Step, class Params>
+template <class Opt, class Clip, class Step, class Params, backend_type B = default_backend>
 class trainer {
  public:
   template <tensor_operand L>
-  trainer(const L& loss, Params params, Opt opt, nn::state_dict initial, Clip clip = {})
+  trainer(const L& loss, Params params, Opt opt, nn::state_dict initial, Clip clip = {}, B = B{})
       : step_expr_(training_step(loss, params, opt, clip)), opt_(opt), clip_(clip) {
     names_ = update_names<Opt>(params);
     params_ = std::move(initial);
@@ -59,7 +62,6 @@ class trainer {
 
   /// One step on a batch (the feeds of the loss's inputs): returns the loss before the update.
   double step(std::span<const feed> batch) {
-    log_once<Step>();
     ++t_;
     hyper_values hv = opt_.hypers(t_);
     if constexpr (std::same_as<Clip, clip_grad_norm>) hv.emplace_back("optim.max_norm", clip_.max_norm);
@@ -68,7 +70,7 @@ class trainer {
       bool found = false;
       for (const auto& [n, v] : hv)
         if (n == h.base) {
-          cpu::detail::fill(cpu::detail::view_of_tensor(h.value), v);
+          visit(h.value.dt(), [&]<dtype D>() { *h.value.template data<storage_t<D>>() = storage_t<D>(compute_t<D>(v)); });
           found = true;
         }
       if (!found) throw std::logic_error("kiln: trainer: the optimizer gives no value for " + h.base);
@@ -83,7 +85,7 @@ class trainer {
     std::vector<any_tensor> into(1 + next_.size());
     for (std::size_t i = 0; i < next_.size(); ++i) into[i + 1] = next_[i];
     std::vector<any_tensor> out =
-        cpu::run_schedule_into<plan<Step>::schedule>(bind_leaves(traced<Step>::value, step_expr_, f), into);
+        B::template run<program<Step>>(bind_leaves(traced<Step>::value, step_expr_, f), into);
     for (std::size_t i = 0; i < names_.size(); ++i) std::swap(current(names_[i].first), next_[i]);
     double loss = 0;
     visit(out[0].dt(), [&]<dtype D>() { loss = static_cast<double>(compute_t<D>(*out[0].template data<storage_t<D>>())); });
@@ -158,5 +160,8 @@ class trainer {
 template <tensor_operand L, class Params, class Opt, class Clip = no_clipping>
 trainer(const L& loss, Params, Opt, nn::state_dict, Clip = {})
     -> trainer<Opt, Clip, decltype(training_step(std::declval<const L&>(), Params{}, Opt{}, Clip{})), Params>;
+template <tensor_operand L, class Params, class Opt, class Clip, backend_type B>
+trainer(const L& loss, Params, Opt, nn::state_dict, Clip, B)
+    -> trainer<Opt, Clip, decltype(training_step(std::declval<const L&>(), Params{}, Opt{}, Clip{})), Params, B>;
 
 }  // namespace kiln::optim

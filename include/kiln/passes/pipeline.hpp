@@ -103,15 +103,6 @@ struct fused {
   static constexpr auto value = passes::freeze_fused([] { return passes::group(partitioned_graph<E>().thaw()); });
 };
 
-/// The frozen plan of expression type E: its primitive graph, kernels and memory plan. The
-/// partition pass, the grouping into kernels, and the accounting of the fusion pass with memory
-/// planning, each run in their own constant evaluation.
-template <class E>
-struct plan {
-  static constexpr auto schedule =
-      passes::freeze_schedule([] { return passes::plan(passes::account(fused<E>::value.thaw())); });
-};
-
 /// The graph the eager backend runs for E: as captured, or, when E differentiates, decomposed
 /// and differentiated without further simplification (the unfused reference).
 template <class E>
@@ -124,6 +115,15 @@ constexpr const auto& eager_graph() {
   if constexpr (passes::has_autodiff(traced<E>::value)) return eager_graph_of<E>::graph;
   else return traced<E>::value;
 }
+
+/// The frozen plan of expression type E: its primitive graph, kernels and memory plan. The
+/// partition pass, the grouping into kernels, and the accounting of the fusion pass with memory
+/// planning, each run in their own constant evaluation.
+template <class E>
+struct plan {
+  static constexpr auto schedule =
+      passes::freeze_schedule([] { return passes::plan(passes::account(fused<E>::value.thaw())); });
+};
 
 /// What the pipeline made of an expression, as torch._dynamo.explain reports it. Usable in
 /// static_assert. Byte counts are `fixed + per_dyn * N` for a dynamic extent N.

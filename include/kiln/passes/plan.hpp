@@ -206,4 +206,15 @@ constexpr auto freeze_schedule(Make) {
   return f;
 }
 
+/// A frozen schedule as a run-time one (to print it, or to pass it to non-template code).
+template <class S>
+schedule thaw_schedule(const S& f) {
+  return schedule{f.g.thaw(),
+                  cvec<int>(f.kernel_of.begin(), f.kernel_of.end()),
+                  cvec<char>(f.written.begin(), f.written.end()),
+                  cvec<kernel>(f.kernels.begin(), f.kernels.end()),
+                  cvec<int>(f.buffer_of.begin(), f.buffer_of.end()),
+                  cvec<bytes_t>(f.buffers.begin(), f.buffers.end())};
+}
+
 }  // namespace kiln::passes
