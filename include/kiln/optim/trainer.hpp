@@ -70,7 +70,8 @@ class trainer {
       bool found = false;
       for (const auto& [n, v] : hv)
         if (n == h.base) {
-          visit(h.value.dt(), [&]<dtype D>() { *h.value.template data<storage_t<D>>() = storage_t<D>(compute_t<D>(v)); });
+          const double value = v;  // (clang 14 cannot capture a structured binding)
+          visit(h.value.dt(), [&]<dtype D>() { *h.value.template data<storage_t<D>>() = storage_t<D>(compute_t<D>(value)); });
           found = true;
         }
       if (!found) throw std::logic_error("kiln: trainer: the optimizer gives no value for " + h.base);
