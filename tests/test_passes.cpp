@@ -198,3 +198,60 @@ TEST_CASE("passes run as ordinary functions and agree with their compile-time re
     for (int j = 0; j < 4; ++j) REQUIRE(c.nodes[i].in[j] == frozen.nodes[i].in[j]);
   }
 }
+
+namespace {
+// The pipeline is one list: its order, and what runs when.
+static_assert(passes::pipeline[0].name == "decompose" && passes::pipeline[1].name == "canonicalize");
+static_assert(passes::pipeline[passes::fuse_stage].name == "fuse" && passes::stage_count == passes::fuse_stage + 2);
+static_assert(passes::stage_of(passes::pass::differentiate) == 2 && passes::pipeline[2].derivatives_only);
+
+template <class G, class F>
+void require_same_graph(const G& a, const F& b) {
+  REQUIRE(a.nodes.size() == b.nodes.size());
+  REQUIRE(a.outputs.size() == b.outputs.size());
+  for (std::size_t i = 0; i < a.nodes.size(); ++i) {
+    REQUIRE(a.nodes[i].o == b.nodes[i].o);
+    REQUIRE(a.nodes[i].shape == b.nodes[i].shape);
+    for (int j = 0; j < 4; ++j) REQUIRE(a.nodes[i].in[j] == b.nodes[i].in[j]);
+  }
+  for (std::size_t i = 0; i < a.outputs.size(); ++i) REQUIRE(a.outputs[i] == b.outputs[i]);
+}
+
+/// passes::compile at run time (checking the graph after every stage) and plan<E> in constant
+/// evaluation run the same list: the same graph, kernels and buffers.
+template <class E>
+void same_at_run_time() {
+  const passes::schedule s = passes::compile(traced<E>::value.thaw(), true);
+  constexpr const auto& f = plan<E>::schedule;
+  static_assert(!check_graph(f.g));
+  require_same_graph(s.g, f.g);
+  REQUIRE(s.kernels.size() == f.kernels.size());
+  REQUIRE(s.buffers.size() == f.buffers.size());
+  for (std::size_t i = 0; i < s.g.nodes.size(); ++i) {
+    REQUIRE(s.kernel_of[i] == f.kernel_of[i]);
+    REQUIRE(s.buffer_of[i] == f.buffer_of[i]);
+  }
+}
+}  // namespace
+
+TEST_CASE("the pipeline runs the same stages at run time and at compile time") {
+  using W = param<"w", f32, shape<16, 16>>;
+  same_at_run_time<decltype(layer_norm(softmax(X{}) * 2.0f, param<"g", f32, shape<16>>{}, param<"b", f32, shape<16>>{}))>();
+  same_at_run_time<decltype(gelu(matmul(X{}, W{})) + X{})>();
+  // with derivatives: differentiate, canonicalize and partition run too
+  const auto l = sum(tanh(matmul(X{}, W{})));
+  using L = decltype(l);
+  same_at_run_time<decltype(outputs(l, grad(l, W{})))>();
+  static_assert(stage_runs_for<decltype(grad(l, W{})), 2>() && !stage_runs_for<L, 2>());
+  CHECK(passes::to_primitives(traced<L>::value.thaw(), true).nodes.size() == prims_plan<L>::graph.nodes.size());
+  // every decomposition and derivative rule that emits several nodes: the node order must not
+  // depend on the order in which a compiler evaluates function arguments
+  using Y = input<"y", i64, shape<dyn>>;
+  const auto z = sigmoid(X{}) + silu(X{}) + gelu_tanh(X{}) * var<1>(X{});
+  same_at_run_time<decltype(outputs(z, cross_entropy(X{}, Y{})))>();
+  const auto r = sum(abs(X{}) * rsqrt(X{} * X{} + 1.0f) + erf(X{}) + max(X{}, tanh(X{})) + pow(X{} * X{} + 1.0f, X{}) +
+                     amax<1>(X{}));
+  same_at_run_time<decltype(outputs(r, grad(r, X{})))>();
+  const auto q = sum(sigmoid(matmul(X{}, W{})) * X{});
+  same_at_run_time<decltype(grad(q, W{}))>();
+}

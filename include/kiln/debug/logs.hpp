@@ -1,6 +1,6 @@
 // kiln/debug/logs.hpp: KILN_LOGS, printing a plan's stages, and Graphviz DOT dumps.
 //
-//   KILN_LOGS=graph,prims,fusion,plan   (a comma list; `all` for every stage)
+//   KILN_LOGS=graph,stages,prims,fusion,plan   (a comma list; `all` for every item)
 // makes the first evaluation of each expression type print those stages of its plan to
 // stderr, from the frozen plan, as TORCH_LOGS does for torch.compile. to_dot() writes the
 // fused graph as DOT, one cluster per kernel: `dot -Tpng plan.dot -o plan.png`.
@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "../graph/graph.hpp"
 #include "../graph/trace.hpp"
@@ -22,8 +23,8 @@ namespace kiln {
 
 /// Which stages to log.
 struct log_stages {
-  bool graph = false, prims = false, fusion = false, plan = false;
-  constexpr bool any() const { return graph || prims || fusion || plan; }
+  bool graph = false, prims = false, fusion = false, plan = false, stages = false;
+  constexpr bool any() const { return graph || prims || fusion || plan || stages; }
 };
 
 /// Parses a KILN_LOGS value; names it does not know are listed in `unknown`.
@@ -39,7 +40,8 @@ inline log_stages parse_logs(std::string_view spec, std::string* unknown = nullp
     else if (item == "prims") s.prims = true;
     else if (item == "fusion") s.fusion = true;
     else if (item == "plan") s.plan = true;
-    else if (item == "all") s = {true, true, true, true};
+    else if (item == "stages") s.stages = true;
+    else if (item == "all") s = {true, true, true, true, true};
     else if (!item.empty() && unknown) *unknown += (unknown->empty() ? "" : ", ") + std::string(item);
   }
   return s;
@@ -52,7 +54,7 @@ inline const log_stages& logs_from_env() {
     std::string unknown;
     const log_stages r = parse_logs(v ? v : "", &unknown);
     if (!unknown.empty())
-      std::fprintf(stderr, "kiln: KILN_LOGS: unknown stage(s) %s (known: graph, prims, fusion, plan, all)\n",
+      std::fprintf(stderr, "kiln: KILN_LOGS: unknown stage(s) %s (known: graph, stages, prims, fusion, plan, all)\n",
                    unknown.c_str());
     return r;
   }();
@@ -144,6 +146,21 @@ inline void print_reference(std::ostream& os, const log_stages& st, const graph&
   if (st.fusion || st.plan) os << "[kiln] fusion, plan: none (the eager backend runs the graph node by node)\n";
 }
 
+/// One line per stage of passes::pipeline: what it left of E's graph (nodes; kernels; buffers).
+template <class E, const auto& S>
+std::string stage_summary() {
+  std::string out = "[kiln] stages: traced " + std::to_string(traced<E>::value.nodes.size()) + " nodes\n";
+  [&]<int... I>(std::integer_sequence<int, I...>) {
+    ((out += "  " + std::to_string(I) + " " + std::string(passes::pipeline[I].name) + ": " +
+             (stage_runs_for<E, I>() ? std::to_string(stage_graph<E, I>().nodes.size()) + " nodes\n"
+                                     : std::string("skipped (no derivatives)\n"))),
+     ...);
+  }(std::make_integer_sequence<int, passes::fuse_stage>{});
+  out += "  " + std::to_string(passes::fuse_stage) + " fuse: " + std::to_string(S.kernels.size()) + " kernels\n";
+  out += "  " + std::to_string(passes::fuse_stage + 1) + " plan: " + std::to_string(S.buffers.size()) + " scratch buffers\n";
+  return out;
+}
+
 /// KILN_LOGS: the first run of expression type E prints the stages asked for, of the frozen
 /// plan S that runs (a backend calls this through program<E>::log_schedule, backend.hpp).
 template <class E, const auto& S>
@@ -153,6 +170,7 @@ void log_plan_once() {
   static std::once_flag once;
   std::call_once(once, [&] {
     std::ostringstream os;
+    if (st.stages) os << stage_summary<E, S>();
     print_stages(os, st, traced<E>::value.thaw(), passes::thaw_schedule(S));
     std::fputs(os.str().c_str(), stderr);
   });

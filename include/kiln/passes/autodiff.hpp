@@ -135,18 +135,31 @@ struct differ {
     const dtype t = y.dt;
     switch (y.o) {
       case op::neg: return minus_one;
-      case op::abs:  // sign(x), 0 at 0
-        return b.where(b.binary(op::gt, x, c(0, t)), c(1, t), b.where(b.binary(op::lt, x, c(0, t)), c(-1, t), c(0, t)));
+      case op::abs: {  // sign(x), 0 at 0 (one emitting call per statement: see decompose.hpp)
+        const int pos = b.binary(op::gt, x, c(0, t));
+        const int p1 = c(1, t);
+        const int neg = b.binary(op::lt, x, c(0, t));
+        const int m1 = c(-1, t);
+        return b.where(pos, p1, b.where(neg, m1, c(0, t)));
+      }
       case op::exp: return i;
       case op::log: return b.unary(op::reciprocal, x);
       case op::sqrt: return b.div(c(0.5, t), i);
-      case op::rsqrt: return b.mul(c(-0.5, t), b.div(i, x));  // -x^(-3/2) / 2
+      case op::rsqrt: {  // -x^(-3/2) / 2
+        const int k = c(-0.5, t);
+        return b.mul(k, b.div(i, x));
+      }
       case op::reciprocal: return b.unary(op::neg, b.mul(i, i));
-      case op::tanh: return b.sub(c(1, t), b.mul(i, i));
+      case op::tanh: {
+        const int one_ = c(1, t);
+        return b.sub(one_, b.mul(i, i));
+      }
       case op::sin: return b.unary(op::cos, x);
       case op::cos: return b.unary(op::neg, b.unary(op::sin, x));
-      case op::erf:
-        return b.mul(c(2 * std::numbers::inv_sqrtpi, t), b.unary(op::exp, b.unary(op::neg, b.mul(x, x))));
+      case op::erf: {
+        const int k = c(2 * std::numbers::inv_sqrtpi, t);
+        return b.mul(k, b.unary(op::exp, b.unary(op::neg, b.mul(x, x))));
+      }
       case op::cast: return one;  // handled by its own rule; the factor is 1
       default: autodiff_unsupported("a unary op without a derivative rule"); return one;
     }
@@ -176,7 +189,8 @@ struct differ {
         } else if (is_constant(a)) {
           f[1] = as_float(b.binary(wins, i, a));
         } else {  // ties split evenly, whichever operands the caller differentiates
-          const int half_tie = b.mul(as_float(b.binary(op::eq, a, bb)), c(0.5, t));
+          const int tie = as_float(b.binary(op::eq, a, bb));
+          const int half_tie = b.mul(tie, c(0.5, t));
           if (active[0]) f[0] = b.add(as_float(b.binary(wins, a, bb)), half_tie);
           if (active[1]) f[1] = b.add(as_float(b.binary(loses, a, bb)), half_tie);
         }
@@ -184,8 +198,11 @@ struct differ {
       }
       case op::pow:  // d/da = b a^(b-1); d/db = y log a (0 where a = 0, as in PyTorch)
         if (active[0]) f[0] = b.mul(bb, b.binary(op::pow, a, b.sub(bb, c(1, t))));
-        if (active[1])
-          f[1] = b.where(b.binary(op::eq, a, c(0, t)), c(0, t), b.mul(i, b.unary(op::log, a)));
+        if (active[1]) {
+          const int a_zero = b.binary(op::eq, a, c(0, t));
+          const int zero = c(0, t);
+          f[1] = b.where(a_zero, zero, b.mul(i, b.unary(op::log, a)));
+        }
         return;
       default: autodiff_unsupported("a binary op without a derivative rule"); return;
     }
@@ -227,7 +244,8 @@ struct differ {
         } else {  // amax, amin: shared evenly among the elements equal to the result
           const int mask = b.binary(op::eq, y.in[0], keep(i, y));
           const int count = b.reduce(op::sum, b.cast(mask, y.dt), y.axes, true);
-          out[0] = b.where(mask, b.div(gk, count), c(0, y.dt));
+          const int share = b.div(gk, count);
+          out[0] = b.where(mask, share, c(0, y.dt));
         }
         return;
       }

@@ -21,6 +21,9 @@ constexpr std::uint32_t trailing_axes(int r, int k) {
   return m;
 }
 
+// A node-emitting call is never one of two arguments of a call that both emit nodes: C++ leaves
+// the order of argument evaluation unspecified (g++ evaluates right to left at run time, left to
+// right in constant evaluation), and the graph's node order must not depend on it.
 struct decomposer {
   builder& b;
 
@@ -30,19 +33,24 @@ struct decomposer {
   constexpr int relu(int x) { return b.binary(op::max, x, c(0, b.at(x).dt)); }
   constexpr int sigmoid(int x) {
     const dtype t = b.at(x).dt;
-    return b.unary(op::reciprocal, b.add(c(1, t), b.unary(op::exp, b.unary(op::neg, x))));
+    const int one = c(1, t);
+    return b.unary(op::reciprocal, b.add(one, b.unary(op::exp, b.unary(op::neg, x))));
   }
   constexpr int silu(int x) { return b.mul(x, sigmoid(x)); }
   constexpr int gelu(int x) {  // x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2))
     const dtype t = b.at(x).dt;
     const int e = b.unary(op::erf, b.mul(x, c(std::numbers::sqrt2 / 2, t)));
-    return b.mul(b.mul(c(0.5, t), x), b.add(c(1, t), e));
+    const int half_x = b.mul(c(0.5, t), x);
+    return b.mul(half_x, b.add(c(1, t), e));
   }
   constexpr int gelu_tanh(int x) {  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
     const dtype t = b.at(x).dt;
     const int x3 = b.mul(b.mul(x, x), x);
-    const int inner = b.mul(c(0.7978845608028654, t), b.add(x, b.mul(c(0.044715, t), x3)));
-    return b.mul(b.mul(c(0.5, t), x), b.add(c(1, t), b.unary(op::tanh, inner)));
+    const int k = c(0.7978845608028654, t);
+    const int inner = b.mul(k, b.add(x, b.mul(c(0.044715, t), x3)));
+    const int half_x = b.mul(c(0.5, t), x);
+    const int one = c(1, t);
+    return b.mul(half_x, b.add(one, b.unary(op::tanh, inner)));
   }
   constexpr int mean(int x, std::uint32_t axes, bool keep) {
     const int s = b.reduce(op::sum, x, axes, keep);
@@ -52,7 +60,8 @@ struct decomposer {
     const int d = b.sub(x, mean(x, axes, true));
     const int ss = b.reduce(op::sum, b.mul(d, d), axes, keep);
     const dtype t = b.at(x).dt;
-    return b.div(ss, b.sub(b.numel(x, axes, t), c(correction, t)));
+    const int n = b.numel(x, axes, t);
+    return b.div(ss, b.sub(n, c(correction, t)));
   }
   // exp(x - max) * reciprocal(sum(exp(x - max))): one division per row, not per element (as ATen's
   // CPU softmax does; at most an ulp from the quotient, well inside f32 tolerances)
@@ -89,9 +98,10 @@ struct decomposer {
     const dtype t = b.at(z).dt;
     const index_t rows = b.at(z).shape.e[0];
     const int m = b.reduce(op::amax, z, 2u, true);  // [n, 1]
-    const int lse = b.add(b.unary(op::log, b.reduce(op::sum, b.unary(op::exp, b.sub(z, m)), 2u, false)),
-                          b.reshape(m, dims{rows}));
-    const int hit = b.binary(op::eq, b.iota(z, 1, dtype::i64), b.reshape(b.cast(labels, dtype::i64), dims{rows, 1}));
+    const int log_sum = b.unary(op::log, b.reduce(op::sum, b.unary(op::exp, b.sub(z, m)), 2u, false));
+    const int lse = b.add(log_sum, b.reshape(m, dims{rows}));
+    const int column = b.iota(z, 1, dtype::i64);
+    const int hit = b.binary(op::eq, column, b.reshape(b.cast(labels, dtype::i64), dims{rows, 1}));
     const int picked = b.reduce(op::sum, b.where(hit, z, c(0, t)), 2u, false);
     return mean(b.sub(lse, picked), 1u, false);
   }
