@@ -22,9 +22,13 @@
 #include "../core/tensor.hpp"
 #include "../graph/graph.hpp"
 #include "../graph/ops.hpp"
+#include "../passes/decompose.hpp"
 #include "backend.hpp"
 
 namespace kiln::eager {
+
+template <class G>
+std::vector<any_tensor> run(const G& g, const std::vector<any_tensor>& leaves);
 
 namespace detail {
 
@@ -692,7 +696,35 @@ inline any_tensor run_windowed(const node& n, const any_tensor* in) {
   return out;
 }
 
+/// The composite ops this backend computes directly (in double where it sums), the references
+/// their decompositions are tested against.
+constexpr bool has_direct_rule(op o) {
+  switch (o) {
+    case op::relu: case op::sigmoid: case op::silu: case op::gelu: case op::gelu_tanh: case op::mean: case op::var:
+    case op::softmax: case op::log_softmax: case op::layer_norm: case op::linear: case op::mse_loss:
+    case op::cross_entropy: case op::conv2d: case op::max_pool2d: case op::avg_pool2d: return true;
+    default: return false;
+  }
+}
+
+/// Any other composite op runs its decomposition (passes/decompose.hpp) on these inputs, node by
+/// node: a new composite op needs no code here.
+inline any_tensor run_decomposed(const node& n, const any_tensor* in) {
+  graph g;
+  g.leaves = n.nin();
+  node x = n;
+  for (int j = 0; j < n.nin(); ++j) {
+    node leaf = passes::builder::make(op::input, in[j].dt(), in[j].shape());
+    leaf.slot = j;
+    leaf.set_name("operand");
+    x.in[j] = g.add(leaf);
+  }
+  g.outputs.push_back(g.add(x));
+  return eager::run(passes::decompose(g), std::vector<any_tensor>(in, in + n.nin()))[0];
+}
+
 inline any_tensor run_node(const node& n, const any_tensor* in) {
+  if (!is_primitive(n.o) && !has_direct_rule(n.o)) return run_decomposed(n, in);
   switch (kind_of(n.o)) {
     case op_kind::unary: return run_unary(n, in[0]);
     case op_kind::binary: return run_binary(n, in[0], in[1]);

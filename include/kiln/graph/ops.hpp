@@ -1,7 +1,9 @@
-// kiln/graph/ops.hpp: the op catalogue. Every node kind a graph can hold, with its name, its
-// kind and its number of inputs, in one table. High-level ops (sigmoid, gelu, softmax,
-// layer_norm, cross_entropy ...) are captured as written; the decomposition pass
-// (passes/decompose.hpp) turns them into primitives, and the eager backend runs both forms.
+// kiln/graph/ops.hpp: the op catalogue. Every node kind a graph can hold, with its static facts
+// (name, kind, arity, composite or primitive, commutative, float compute, inputs read for their
+// shape only) in one table. Composite ops (sigmoid, gelu, softmax, layer_norm, cross_entropy ...)
+// are captured as written; the decomposition pass (passes/decompose.hpp) turns them into
+// primitives; the eager backend runs both forms (a composite without a direct rule there runs
+// its decomposition). docs/adding-an-op.md says what else an op needs.
 #pragma once
 
 #include <cstdint>
@@ -52,46 +54,101 @@ enum class op_kind : std::uint8_t {
   leaf, constant, unary, binary, ternary, reduce, matmul, shape, cast, movement, random, composite, autodiff, tuple
 };
 
+/// Every static fact about an op, one row each. `composite`: decomposed into primitives by
+/// passes/decompose.hpp (which must have a rule for it, and for no primitive: checked there);
+/// a unary composite stays kind `unary` (it is pointwise to capture and shape inference).
 struct op_info {
   std::string_view name;
   op_kind kind;
-  int arity;
+  int arity;                   ///< graph inputs (concat has two; n-ary concat nests)
+  bool composite = false;      ///< decomposed before the backends see it
+  bool commutative = false;    ///< f(a, b) == f(b, a): canonicalisation orders the operands
+  bool float_compute = false;  ///< computes in floating point: integer inputs are cast to f32 first
+  std::uint8_t shape_only = 0; ///< bit j: input j gives only its shape (its values are never read)
 };
 
 namespace detail {
 using K = op_kind;
+// a row's flags
+inline constexpr int decomposed = 1, commutes = 2, in_float = 4;
+constexpr op_info row(std::string_view name, op_kind kind, int arity, int flags = 0, std::uint8_t shape_only = 0) {
+  return {name, kind, arity, (flags & decomposed) != 0, (flags & commutes) != 0, (flags & in_float) != 0, shape_only};
+}
+// name, kind, arity, flags, inputs read for their shape only (a bit mask)
 inline constexpr op_info op_table[] = {
-    {"input", K::leaf, 0},       {"param", K::leaf, 0},     {"bound", K::leaf, 0},
-    {"scalar", K::leaf, 0},      {"constant", K::constant, 0},
-    {"neg", K::unary, 1},        {"abs", K::unary, 1},       {"exp", K::unary, 1},
-    {"log", K::unary, 1},        {"sqrt", K::unary, 1},      {"rsqrt", K::unary, 1},
-    {"reciprocal", K::unary, 1}, {"tanh", K::unary, 1},      {"sigmoid", K::unary, 1},
-    {"relu", K::unary, 1},       {"gelu", K::unary, 1},      {"gelu_tanh", K::unary, 1},
-    {"silu", K::unary, 1},       {"sin", K::unary, 1},       {"cos", K::unary, 1},
-    {"erf", K::unary, 1},
-    {"add", K::binary, 2},       {"sub", K::binary, 2},      {"mul", K::binary, 2},
-    {"div", K::binary, 2},       {"max", K::binary, 2},      {"min", K::binary, 2},
-    {"pow", K::binary, 2},       {"eq", K::binary, 2},       {"ne", K::binary, 2},
-    {"lt", K::binary, 2},        {"le", K::binary, 2},       {"gt", K::binary, 2},
-    {"ge", K::binary, 2},
-    {"where", K::ternary, 3},
-    {"sum", K::reduce, 1},       {"mean", K::reduce, 1},     {"amax", K::reduce, 1},
-    {"amin", K::reduce, 1},      {"var", K::reduce, 1},
-    {"matmul", K::matmul, 2},
-    {"reshape", K::shape, 1},    {"permute", K::shape, 1},   {"broadcast", K::shape, 1},
-    {"slice", K::shape, 1},      {"concat", K::shape, 2},    {"iota", K::shape, 1},
-    {"numel", K::shape, 1},      {"cast", K::cast, 1},
-    {"gather", K::movement, 2},  {"scatter_add", K::movement, 3}, {"unfold", K::movement, 1},
-    {"fold", K::movement, 1},    {"rand", K::random, 2},
-    {"softmax", K::composite, 1}, {"log_softmax", K::composite, 1}, {"layer_norm", K::composite, 3},
-    {"linear", K::composite, 3},  {"mse_loss", K::composite, 2},    {"cross_entropy", K::composite, 2},
-    {"conv2d", K::composite, 3},  {"max_pool2d", K::composite, 1},  {"avg_pool2d", K::composite, 1},
-    {"detach", K::autodiff, 1},   {"grad", K::autodiff, 2},         {"jvp", K::autodiff, 3},
-    {"custom", K::autodiff, 4},   {"cotangent", K::autodiff, 0},
-    {"tuple", K::tuple, 0},       {"share", K::tuple, 1},
+    row("input", K::leaf, 0),
+    row("param", K::leaf, 0),
+    row("bound", K::leaf, 0),
+    row("scalar", K::leaf, 0),
+    row("constant", K::constant, 0),
+    row("neg", K::unary, 1),
+    row("abs", K::unary, 1),
+    row("exp", K::unary, 1, in_float),
+    row("log", K::unary, 1, in_float),
+    row("sqrt", K::unary, 1, in_float),
+    row("rsqrt", K::unary, 1, in_float),
+    row("reciprocal", K::unary, 1, in_float),
+    row("tanh", K::unary, 1, in_float),
+    row("sigmoid", K::unary, 1, decomposed | in_float),
+    row("relu", K::unary, 1, decomposed),
+    row("gelu", K::unary, 1, decomposed | in_float),
+    row("gelu_tanh", K::unary, 1, decomposed | in_float),
+    row("silu", K::unary, 1, decomposed | in_float),
+    row("sin", K::unary, 1, in_float),
+    row("cos", K::unary, 1, in_float),
+    row("erf", K::unary, 1, in_float),
+    row("add", K::binary, 2, commutes),
+    row("sub", K::binary, 2),
+    row("mul", K::binary, 2, commutes),
+    row("div", K::binary, 2),
+    row("max", K::binary, 2, commutes),
+    row("min", K::binary, 2, commutes),
+    row("pow", K::binary, 2),
+    row("eq", K::binary, 2, commutes),
+    row("ne", K::binary, 2, commutes),
+    row("lt", K::binary, 2),
+    row("le", K::binary, 2),
+    row("gt", K::binary, 2),
+    row("ge", K::binary, 2),
+    row("where", K::ternary, 3),
+    row("sum", K::reduce, 1),
+    row("mean", K::reduce, 1, decomposed),
+    row("amax", K::reduce, 1),
+    row("amin", K::reduce, 1),
+    row("var", K::reduce, 1, decomposed),
+    row("matmul", K::matmul, 2),
+    row("reshape", K::shape, 1),
+    row("permute", K::shape, 1),
+    row("broadcast", K::shape, 1),
+    row("slice", K::shape, 1),
+    row("concat", K::shape, 2),
+    row("iota", K::shape, 1, 0, 1),
+    row("numel", K::shape, 1, 0, 1),
+    row("cast", K::cast, 1),
+    row("gather", K::movement, 2),
+    row("scatter_add", K::movement, 3, 0, 4),
+    row("unfold", K::movement, 1),
+    row("fold", K::movement, 1),
+    row("rand", K::random, 2, 0, 1),
+    row("softmax", K::composite, 1, decomposed),
+    row("log_softmax", K::composite, 1, decomposed),
+    row("layer_norm", K::composite, 3, decomposed),
+    row("linear", K::composite, 3, decomposed),
+    row("mse_loss", K::composite, 2, decomposed),
+    row("cross_entropy", K::composite, 2, decomposed),
+    row("conv2d", K::composite, 3, decomposed),
+    row("max_pool2d", K::composite, 1, decomposed),
+    row("avg_pool2d", K::composite, 1, decomposed),
+    row("detach", K::autodiff, 1),
+    row("grad", K::autodiff, 2),
+    row("jvp", K::autodiff, 3),
+    row("custom", K::autodiff, 4),
+    row("cotangent", K::autodiff, 0),
+    row("tuple", K::tuple, 0),
+    row("share", K::tuple, 1),
 };
-static_assert(sizeof(op_table) / sizeof(op_table[0]) == static_cast<int>(op::share) + 1,
-              "kiln: op_table needs one row per op, in enum order");
+inline constexpr int op_count = static_cast<int>(sizeof(op_table) / sizeof(op_table[0]));
+static_assert(op_count == static_cast<int>(op::share) + 1, "kiln: op_table needs one row per op, in enum order");
 }  // namespace detail
 
 constexpr const op_info& info(op o) { return detail::op_table[static_cast<int>(o)]; }
@@ -102,24 +159,22 @@ constexpr std::string_view name(op o) { return detail::op_table[static_cast<int>
 constexpr int arity(op o) { return detail::op_table[static_cast<int>(o)].arity; }
 
 constexpr bool is_comparison(op o) { return o >= op::eq && o <= op::ge; }
-constexpr bool is_commutative(op o) {
-  return o == op::add || o == op::mul || o == op::max || o == op::min || o == op::eq || o == op::ne;
-}
+constexpr bool is_commutative(op o) { return detail::op_table[static_cast<int>(o)].commutative; }
 constexpr bool is_pointwise(op o) {
   const op_kind k = kind_of(o);
   return k == op_kind::unary || k == op_kind::binary || k == op_kind::ternary || k == op_kind::cast;
 }
+/// Whether op o is in the primitive set (what decompose leaves): every op not marked composite.
+constexpr bool is_primitive(op o) { return !detail::op_table[static_cast<int>(o)].composite; }
 /// Ops that run as a kernel of their own, which no other node joins (data movement by index
 /// arithmetic and random numbers): the backends have one routine for each.
 constexpr bool is_standalone(op o) { return kind_of(o) == op_kind::movement || kind_of(o) == op_kind::random; }
 /// Whether a node of op o reads the values of its input j; false for inputs that give only a
 /// shape (iota's, numel's and rand's first, scatter_add's third), which need not be in memory.
-constexpr bool reads_input_values(op o, int j) {
-  return !(j == 0 && (o == op::iota || o == op::numel || o == op::rand)) && !(j == 2 && o == op::scatter_add);
-}
+constexpr bool reads_input_values(op o, int j) { return !((detail::op_table[static_cast<int>(o)].shape_only >> j) & 1); }
 /// Unary ops that compute in floating point (integers are cast to f32 first, as in PyTorch).
 constexpr bool is_float_unary(op o) {
-  return kind_of(o) == op_kind::unary && o != op::neg && o != op::abs && o != op::relu;
+  return kind_of(o) == op_kind::unary && detail::op_table[static_cast<int>(o)].float_compute;
 }
 
 }  // namespace kiln

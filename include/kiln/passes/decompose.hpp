@@ -1,5 +1,5 @@
-// kiln/passes/decompose.hpp: kiln's PrimTorch. Every high-level op becomes primitives; the
-// rules below are the whole table, one entry per op. A rule may use other high-level ops
+// kiln/passes/decompose.hpp: kiln's PrimTorch. Every composite op (graph/ops.hpp) becomes
+// primitives; decomposer::rule_for is the whole table, one rule per composite op. A rule may use other high-level ops
 // (silu uses sigmoid, layer_norm uses mean): they are expanded in turn.
 #pragma once
 
@@ -133,43 +133,56 @@ struct decomposer {
     return b.reshape(r, dims{xs.e[0], xs.e[1], ho, wo});
   }
 
-  /// Emits node n (inputs already renumbered) in primitive form; returns its new index.
-  constexpr int run(node n) {
-    const auto& in = n.in;
-    switch (n.o) {
-      case op::relu: return relu(in[0]);
-      case op::sigmoid: return sigmoid(in[0]);
-      case op::silu: return silu(in[0]);
-      case op::gelu: return gelu(in[0]);
-      case op::gelu_tanh: return gelu_tanh(in[0]);
-      case op::mean: return mean(in[0], n.axes, n.keepdim);
-      case op::var: return var(in[0], n.axes, n.keepdim, n.value);
-      case op::softmax: return softmax(in[0], n.axis);
-      case op::log_softmax: return log_softmax(in[0], n.axis);
-      case op::layer_norm: return layer_norm(in[0], in[1], in[2], in[3]);
-      case op::linear: return linear(in[0], in[1], in[2]);
-      case op::mse_loss: return mse_loss(in[0], in[1]);
-      case op::cross_entropy: return cross_entropy(in[0], in[1]);
-      case op::conv2d: return conv2d(in[0], in[1], in[2], window_of(n));
+  /// A rule: emits node n (inputs already renumbered) in primitives; returns its new index.
+  using rule = int (*)(decomposer&, const node& n);
+
+  /// The rule of op o, or nullptr for a primitive. The one list of rules: every op that
+  /// graph/ops.hpp marks composite has one here, and no other (checked below).
+  static constexpr rule rule_for(op o) {
+    using d = decomposer;
+    switch (o) {
+      case op::relu: return [](d& r, const node& n) { return r.relu(n.in[0]); };
+      case op::sigmoid: return [](d& r, const node& n) { return r.sigmoid(n.in[0]); };
+      case op::silu: return [](d& r, const node& n) { return r.silu(n.in[0]); };
+      case op::gelu: return [](d& r, const node& n) { return r.gelu(n.in[0]); };
+      case op::gelu_tanh: return [](d& r, const node& n) { return r.gelu_tanh(n.in[0]); };
+      case op::mean: return [](d& r, const node& n) { return r.mean(n.in[0], n.axes, n.keepdim); };
+      case op::var: return [](d& r, const node& n) { return r.var(n.in[0], n.axes, n.keepdim, n.value); };
+      case op::softmax: return [](d& r, const node& n) { return r.softmax(n.in[0], n.axis); };
+      case op::log_softmax: return [](d& r, const node& n) { return r.log_softmax(n.in[0], n.axis); };
+      case op::layer_norm: return [](d& r, const node& n) { return r.layer_norm(n.in[0], n.in[1], n.in[2], n.in[3]); };
+      case op::linear: return [](d& r, const node& n) { return r.linear(n.in[0], n.in[1], n.in[2]); };
+      case op::mse_loss: return [](d& r, const node& n) { return r.mse_loss(n.in[0], n.in[1]); };
+      case op::cross_entropy: return [](d& r, const node& n) { return r.cross_entropy(n.in[0], n.in[1]); };
+      case op::conv2d: return [](d& r, const node& n) { return r.conv2d(n.in[0], n.in[1], n.in[2], window_of(n)); };
       case op::max_pool2d:
-      case op::avg_pool2d: return pool2d(n.o, in[0], window_of(n));
-      default: return b.emit(n);  // already a primitive
+      case op::avg_pool2d: return [](d& r, const node& n) { return r.pool2d(n.o, n.in[0], window_of(n)); };
+      default: return nullptr;  // a primitive
     }
+  }
+
+  /// Emits node n (inputs already renumbered) in primitive form; returns its new index.
+  constexpr int run(const node& n) {
+    const rule r = rule_for(n.o);
+    return r ? r(*this, n) : b.emit(n);
   }
 };
 
+/// The first op whose catalogue row and rule disagree (composite without a rule, or a rule for a
+/// primitive), or -1.
+constexpr int first_rule_mismatch() {
+  for (int i = 0; i < kiln::detail::op_count; ++i)
+    if ((decomposer::rule_for(static_cast<op>(i)) != nullptr) != !is_primitive(static_cast<op>(i))) return i;
+  return -1;
+}
+static_assert(first_rule_mismatch() < 0,
+              "kiln: decompose: an op marked composite in graph/ops.hpp has no rule in decomposer::rule_for, or a "
+              "primitive has one (the value compared is the op's position in enum kiln::op)");
+
 }  // namespace detail
 
-/// Whether op o is in the primitive set (what decompose leaves).
-constexpr bool is_primitive(op o) {
-  switch (o) {
-    case op::relu: case op::sigmoid: case op::silu: case op::gelu: case op::gelu_tanh: case op::mean:
-    case op::var: case op::softmax: case op::log_softmax: case op::layer_norm: case op::linear:
-    case op::mse_loss: case op::cross_entropy: case op::conv2d: case op::max_pool2d: case op::avg_pool2d:
-      return false;
-    default: return true;
-  }
-}
+/// (the catalogue's fact, reachable from the passes as before)
+using kiln::is_primitive;
 
 /// The decomposition pass: the same computation with primitives only.
 constexpr graph decompose(const graph& g) {
