@@ -54,7 +54,8 @@ enum class op_kind : std::uint8_t {
   leaf, constant, unary, binary, ternary, reduce, matmul, shape, cast, movement, random, composite, autodiff, tuple
 };
 
-/// Every static fact about an op, one row each. `composite`: decomposed into primitives by
+/// Every static fact about an op, one row each (the rules that need code live beside the pass
+/// or backend that applies them, one list each, checked against this table where they can be). `composite`: decomposed into primitives by
 /// passes/decompose.hpp (which must have a rule for it, and for no primitive: checked there);
 /// a unary composite stays kind `unary` (it is pointwise to capture and shape inference).
 struct op_info {
@@ -64,15 +65,23 @@ struct op_info {
   bool composite = false;      ///< decomposed before the backends see it
   bool commutative = false;    ///< f(a, b) == f(b, a): canonicalisation orders the operands
   bool float_compute = false;  ///< computes in floating point: integer inputs are cast to f32 first
+  bool costly = false;         ///< a transcendental function: a kernel caches its value rather than recompute it
   std::uint8_t shape_only = 0; ///< bit j: input j gives only its shape (its values are never read)
 };
 
 namespace detail {
 using K = op_kind;
 // a row's flags
-inline constexpr int decomposed = 1, commutes = 2, in_float = 4;
+inline constexpr int decomposed = 1, commutes = 2, in_float = 4, costly = 8;
 constexpr op_info row(std::string_view name, op_kind kind, int arity, int flags = 0, std::uint8_t shape_only = 0) {
-  return {name, kind, arity, (flags & decomposed) != 0, (flags & commutes) != 0, (flags & in_float) != 0, shape_only};
+  return {name,
+          kind,
+          arity,
+          (flags & decomposed) != 0,
+          (flags & commutes) != 0,
+          (flags & in_float) != 0,
+          (flags & costly) != 0,
+          shape_only};
 }
 // name, kind, arity, flags, inputs read for their shape only (a bit mask)
 inline constexpr op_info op_table[] = {
@@ -83,27 +92,27 @@ inline constexpr op_info op_table[] = {
     row("constant", K::constant, 0),
     row("neg", K::unary, 1),
     row("abs", K::unary, 1),
-    row("exp", K::unary, 1, in_float),
-    row("log", K::unary, 1, in_float),
+    row("exp", K::unary, 1, in_float | costly),
+    row("log", K::unary, 1, in_float | costly),
     row("sqrt", K::unary, 1, in_float),
     row("rsqrt", K::unary, 1, in_float),
     row("reciprocal", K::unary, 1, in_float),
-    row("tanh", K::unary, 1, in_float),
-    row("sigmoid", K::unary, 1, decomposed | in_float),
+    row("tanh", K::unary, 1, in_float | costly),
+    row("sigmoid", K::unary, 1, decomposed | in_float | costly),
     row("relu", K::unary, 1, decomposed),
-    row("gelu", K::unary, 1, decomposed | in_float),
-    row("gelu_tanh", K::unary, 1, decomposed | in_float),
-    row("silu", K::unary, 1, decomposed | in_float),
-    row("sin", K::unary, 1, in_float),
-    row("cos", K::unary, 1, in_float),
-    row("erf", K::unary, 1, in_float),
+    row("gelu", K::unary, 1, decomposed | in_float | costly),
+    row("gelu_tanh", K::unary, 1, decomposed | in_float | costly),
+    row("silu", K::unary, 1, decomposed | in_float | costly),
+    row("sin", K::unary, 1, in_float | costly),
+    row("cos", K::unary, 1, in_float | costly),
+    row("erf", K::unary, 1, in_float | costly),
     row("add", K::binary, 2, commutes),
     row("sub", K::binary, 2),
     row("mul", K::binary, 2, commutes),
     row("div", K::binary, 2),
     row("max", K::binary, 2, commutes),
     row("min", K::binary, 2, commutes),
-    row("pow", K::binary, 2),
+    row("pow", K::binary, 2, costly),
     row("eq", K::binary, 2, commutes),
     row("ne", K::binary, 2, commutes),
     row("lt", K::binary, 2),
@@ -172,6 +181,8 @@ constexpr bool is_standalone(op o) { return kind_of(o) == op_kind::movement || k
 /// Whether a node of op o reads the values of its input j; false for inputs that give only a
 /// shape (iota's, numel's and rand's first, scatter_add's third), which need not be in memory.
 constexpr bool reads_input_values(op o, int j) { return !((detail::op_table[static_cast<int>(o)].shape_only >> j) & 1); }
+/// Whether op o is a transcendental function (fusion's cost model: worth caching, not recomputing).
+constexpr bool is_costly(op o) { return detail::op_table[static_cast<int>(o)].costly; }
 /// Unary ops that compute in floating point (integers are cast to f32 first, as in PyTorch).
 constexpr bool is_float_unary(op o) {
   return kind_of(o) == op_kind::unary && detail::op_table[static_cast<int>(o)].float_compute;

@@ -456,8 +456,7 @@ constexpr Info analyse_kernel(const Sched& s, int k, const bool* stored) {
   for (int p = 0; p < np; ++p) {
     if (!full_at(p)) continue;
     const op o = f.desc[static_cast<std::size_t>(p)].o;
-    char e = o == op::exp || o == op::log || o == op::tanh || o == op::erf || o == op::sin || o == op::cos ||
-             o == op::pow || o == op::sigmoid || o == op::silu || o == op::gelu || o == op::gelu_tanh;
+    char e = is_costly(o);
     reg_inputs(p, [&](int q) { e = e || (full_at(q) && expensive[static_cast<std::size_t>(q)]); });
     expensive[static_cast<std::size_t>(p)] = e;
     for (std::size_t pass = 1; pass < fin_pass && first_sweep[static_cast<std::size_t>(p)] < 0; pass += 2)
