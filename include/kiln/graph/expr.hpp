@@ -484,6 +484,7 @@ KILN_UNARY(relu, op::relu)
 KILN_UNARY(gelu, op::gelu)            ///< exact (erf) form, PyTorch's default
 KILN_UNARY(gelu_tanh, op::gelu_tanh)  ///< tanh approximation
 KILN_UNARY(silu, op::silu)            ///< x * sigmoid(x)
+KILN_UNARY(softplus, op::softplus)    ///< log(1 + e^x); x above 20, as PyTorch
 KILN_UNARY(sin, op::sin)
 KILN_UNARY(cos, op::cos)
 KILN_UNARY(erf, op::erf)

@@ -17,7 +17,7 @@ enum class op : std::uint8_t {
   // a rank-0 constant held in the graph (node.value)
   constant,
   // pointwise unary
-  neg, abs, exp, log, sqrt, rsqrt, reciprocal, tanh, sigmoid, relu, gelu, gelu_tanh, silu, sin, cos, erf,
+  neg, abs, exp, log, sqrt, rsqrt, reciprocal, tanh, sigmoid, relu, gelu, gelu_tanh, silu, sin, cos, erf, softplus,
   // pointwise binary
   add, sub, mul, div, max, min, pow, eq, ne, lt, le, gt, ge,
   // pointwise ternary
@@ -106,6 +106,7 @@ inline constexpr op_info op_table[] = {
     row("sin", K::unary, 1, in_float | costly),
     row("cos", K::unary, 1, in_float | costly),
     row("erf", K::unary, 1, in_float | costly),
+    row("softplus", K::unary, 1, decomposed | in_float | costly),
     row("add", K::binary, 2, commutes),
     row("sub", K::binary, 2),
     row("mul", K::binary, 2, commutes),

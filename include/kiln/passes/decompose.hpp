@@ -52,6 +52,26 @@ struct decomposer {
     const int one = c(1, t);
     return b.mul(half_x, b.add(one, b.unary(op::tanh, inner)));
   }
+  // log(1 + e^x), as torch.nn.functional.softplus (x itself above the threshold 20). log1p(e)
+  // in Goldberg's form log(u) e / (u - 1) with u = 1 + e (e itself where u rounds to 1), so that
+  // results far below 1 keep their precision; exp of x clamped to 20 and the guarded denominator
+  // keep the branches not taken finite, so the zero gradient they get stays zero (a select, not
+  // min, so that x = 20 gets the whole gradient, as in PyTorch).
+  constexpr int softplus(int x) {
+    const dtype t = b.at(x).dt;
+    const int one = c(1, t);
+    const int limit = c(20, t);
+    const int above = b.binary(op::gt, x, limit);
+    const int e = b.unary(op::exp, b.where(above, limit, x));
+    const int u = b.add(one, e);
+    const int rounds_to_one = b.binary(op::eq, u, one);
+    const int u_minus_one = b.sub(u, one);
+    const int den = b.where(rounds_to_one, one, u_minus_one);
+    const int ratio = b.div(e, den);
+    const int goldberg = b.mul(b.unary(op::log, u), ratio);
+    const int log1p = b.where(rounds_to_one, e, goldberg);
+    return b.where(above, x, log1p);
+  }
   constexpr int mean(int x, std::uint32_t axes, bool keep) {
     const int s = b.reduce(op::sum, x, axes, keep);
     return b.div(s, b.numel(x, axes, b.at(x).dt));
@@ -146,6 +166,7 @@ struct decomposer {
       case op::silu: return [](d& r, const node& n) { return r.silu(n.in[0]); };
       case op::gelu: return [](d& r, const node& n) { return r.gelu(n.in[0]); };
       case op::gelu_tanh: return [](d& r, const node& n) { return r.gelu_tanh(n.in[0]); };
+      case op::softplus: return [](d& r, const node& n) { return r.softplus(n.in[0]); };
       case op::mean: return [](d& r, const node& n) { return r.mean(n.in[0], n.axes, n.keepdim); };
       case op::var: return [](d& r, const node& n) { return r.var(n.in[0], n.axes, n.keepdim, n.value); };
       case op::softmax: return [](d& r, const node& n) { return r.softmax(n.in[0], n.axis); };
