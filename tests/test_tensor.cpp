@@ -36,6 +36,13 @@ TEST_CASE("empty tensors and rank 0") {
   CHECK(s() == 4.5f);
   tensor<float, 1> u;
   CHECK(!u.defined());
+  tensor<float, 0> braced({});  // once ambiguous (copy, move, any_tensor and extents constructors)
+  CHECK(braced.numel() == 1);
+  CHECK(braced() == 0.0f);
+  CHECK(tensor<double, 3>({2, 3, 4}).numel() == 24);
+  const auto wrong_rank = [] { return tensor<float, 2>({6}); };
+  CHECK_THROWS_WITH_AS(wrong_rank(), doctest::Contains("a shape of 1 extents for a tensor of rank 2"),
+                       std::invalid_argument);
 }
 
 TEST_CASE("values are stored row-major; at() checks bounds") {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <array>
+#include <concepts>
 #include <cstddef>
 #include <cstring>
 #include <initializer_list>
@@ -15,6 +16,7 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "config.hpp"
@@ -266,6 +268,9 @@ class tensor {
   tensor() = default;
   /// A new zero-filled tensor.
   explicit tensor(const extents& shape) : t_(dt, dims(shape)) {}
+  /// The same from a braced list, `tensor<float, 2> t({2, 3})` or `tensor<float, 0> s({})` (an
+  /// exact match, so `{}` does not also fit the copy, move and any_tensor constructors).
+  explicit tensor(std::initializer_list<index_t> shape) : t_(dt, extents_of(shape)) {}
   /// A new tensor with the given values in row-major order.
   tensor(const extents& shape, std::initializer_list<T> values) : t_(dt, dims(shape)) {
     if (static_cast<index_t>(values.size()) != t_.numel())
@@ -274,7 +279,9 @@ class tensor {
     std::copy(values.begin(), values.end(), data());
   }
   /// Wraps a dtype-erased tensor, checking its dtype and rank.
-  explicit tensor(any_tensor t) : t_(std::move(t)) {
+  template <class A>
+    requires std::same_as<std::remove_cvref_t<A>, any_tensor>  // (deduced: `{}` cannot pick it)
+  explicit tensor(A&& t) : t_(std::forward<A>(t)) {
     if (t_.dt() != dt) throw dtype_error("tensor", dt, t_.dt());
     if (t_.rank() != R) throw shape_error("tensor", t_.shape(), "does not have rank " + std::to_string(R));
   }
@@ -362,6 +369,12 @@ class tensor {
   }
 
  private:
+  static dims extents_of(std::initializer_list<index_t> shape) {
+    if (static_cast<int>(shape.size()) != R)
+      throw std::invalid_argument("kiln: tensor: a shape of " + std::to_string(shape.size()) +
+                                  " extents for a tensor of rank " + std::to_string(R));
+    return dims(shape);
+  }
   static extents to_extents(const dims& d) {
     extents e{};
     for (int i = 0; i < R; ++i) e[i] = d.e[i];

@@ -601,8 +601,11 @@ constexpr auto matmul(const A& a, const B& b) {
   using EA = decltype(as_expr(a));
   using EB = decltype(as_expr(b));
   constexpr dtype d = promote(EA::dt, EB::dt);
-  constexpr bool ok = d != dtype::boolean && matmul_shape(EA::shape, EB::shape).ok;
-  (void)error::dtype_not_supported<op::matmul, d, d != dtype::boolean>::value;
+  // no silent promotion: an operand that was already an error reports nothing more
+  constexpr bool same = EA::dt == EB::dt || EA::shape.poisoned() || EB::shape.poisoned();
+  constexpr bool ok = same && d != dtype::boolean && matmul_shape(EA::shape, EB::shape).ok;
+  (void)error::matmul_dtypes_differ<EA::dt, EB::dt, same>::value;
+  (void)error::dtype_not_supported<op::matmul, d, !same || d != dtype::boolean>::value;
   (void)error::matmul_shapes_do_not_match<as_shape<EA::shape>, as_shape<EB::shape>,
                                           matmul_shape(EA::shape, EB::shape).ok>::value;
   if constexpr (!ok) {
