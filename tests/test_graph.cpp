@@ -114,11 +114,49 @@ TEST_CASE("check_graph catches broken graphs") {
   CHECK(std::string(check_graph(forward_ref)) == "node input is not an earlier node");
   graph bad_shape = g;
   bad_shape.nodes[4].shape = dims{dyn, 255};
-  CHECK(std::string(check_graph(bad_shape)) == "binary node shape is not the broadcast of its inputs");
+  CHECK(std::string(check_graph(bad_shape)) == "node shape does not follow from its inputs");
   graph bad_slot = g;
   bad_slot.nodes[3].slot = 0;
   CHECK(std::string(check_graph(bad_slot)) == "a leaf slot is used twice");
   graph no_out = g;
   no_out.outputs.clear();
   CHECK(std::string(check_graph(no_out)) == "graph has no output");
+}
+
+TEST_CASE("infer: one shape and dtype rule per op, for the builder and check_graph alike") {
+  passes::builder b;
+  b.g.leaves = 4;
+  const auto leaf = [&](dtype dt, dims s, int slot) {
+    node n = passes::builder::make(op::input, dt, s);
+    n.set_name("leaf");
+    n.slot = slot;
+    return b.emit(n);
+  };
+  const int x = leaf(f32, dims{dyn, 8}, 0), w = leaf(f32, dims{8, 3}, 1), g = leaf(f32, dims{8}, 2), i = leaf(i64, dims{5}, 3);
+  const auto why = [&](const node& n) { return std::string(infer(n, [&](int j) -> const node& { return b.at(n.in[j]); }).error); };
+  // the builder's nodes carry what infer gives
+  const int y = b.matmul(x, w);
+  CHECK(b.at(y).shape == dims{dyn, 3});
+  const int s = b.reduce(op::sum, y, 2u, true);
+  CHECK(b.at(s).shape == dims{dyn, 1});
+  const int r = b.reshape(w, dims{dyn, 4});
+  CHECK(b.at(r).shape == dims{6, 4});  // the dyn extent resolved from the element count
+  // mistakes are named
+  node bad = passes::builder::with_inputs(op::add, x, i);
+  CHECK(why(bad) == "binary node inputs differ in dtype");
+  bad = passes::builder::with_inputs(op::matmul, w, w);
+  CHECK(why(bad) == "matmul shapes do not match");
+  bad = passes::builder::with_inputs(op::layer_norm, x, w, g);
+  CHECK(why(bad) == "layer_norm shapes do not match");
+  bad = passes::builder::with_inputs(op::gather, w, x);
+  CHECK(why(bad) == "gather needs integer indices");
+  // check_graph checks composite ops now too
+  node ln = passes::builder::with_inputs(op::layer_norm, x, g, g);
+  ln.in[3] = b.constant(1e-5, f32);
+  ln.dt = f32;
+  ln.shape = dims{dyn, 8};
+  b.g.outputs = {b.emit(ln)};
+  CHECK(check_graph(b.g) == nullptr);
+  b.g.nodes.back().shape = dims{dyn, 7};
+  CHECK(std::string(check_graph(b.g)) == "node shape does not follow from its inputs");
 }

@@ -152,8 +152,130 @@ constexpr auto freeze(Make) {
   return f;
 }
 
+/// What a node computes: its dtype and shape, or why its inputs and attributes give none.
+struct inferred {
+  dtype dt = dtype::f32;
+  dims shape{};
+  const char* error = nullptr;
+};
+
+/// The shape and dtype rule of every op, from its inputs (`in(j)`: input j's node) and its
+/// attributes: the one rule that the passes' builder emits by and check_graph checks against.
+/// (Leaves, constants and the cotangent marker are what they say they are.)
+template <class In>
+constexpr inferred infer(const node& x, In in) {
+  const auto fail = [](const char* why) { return inferred{dtype::f32, dims{}, why}; };
+  const auto from = [&](dtype dt, const shape_result& r, const char* why) {
+    return r.ok ? inferred{dt, r.shape, nullptr} : fail(why);
+  };
+  switch (kind_of(x.o)) {
+    case op_kind::leaf:
+    case op_kind::constant: return {x.dt, x.shape, nullptr};
+    case op_kind::unary: return {in(0).dt, in(0).shape, nullptr};
+    case op_kind::binary: {
+      if (in(0).dt != in(1).dt) return fail("binary node inputs differ in dtype");
+      const broadcast_result b = broadcast(in(0).shape, in(1).shape);
+      return from(is_comparison(x.o) ? dtype::boolean : in(0).dt, {b.shape, b.ok}, "binary node inputs do not broadcast");
+    }
+    case op_kind::ternary: {
+      if (in(0).dt != dtype::boolean) return fail("where condition is not bool");
+      if (in(1).dt != in(2).dt) return fail("where branches differ in dtype");
+      const broadcast_result b = broadcast(in(0).shape, in(1).shape);
+      const broadcast_result c = b.ok ? broadcast(b.shape, in(2).shape) : b;
+      return from(in(1).dt, {c.shape, c.ok}, "where inputs do not broadcast");
+    }
+    case op_kind::reduce:
+      if (in(0).shape.rank < 32 && (x.axes >> in(0).shape.rank)) return fail("reduction axis out of range");
+      return from(in(0).dt, reduce_shape(in(0).shape, x.axes, x.keepdim), "reduction axis out of range");
+    case op_kind::matmul:
+      if (in(0).dt != in(1).dt) return fail("matmul dtypes differ");
+      return from(in(0).dt, matmul_shape(in(0).shape, in(1).shape), "matmul shapes do not match");
+    case op_kind::shape:
+      switch (x.o) {
+        case op::reshape:  // the target is the node's own shape (one dyn resolved by the element count)
+          return from(in(0).dt, reshape_shape(in(0).shape, x.shape), "reshape changes the element count");
+        case op::permute: {
+          std::int8_t p[max_rank]{};
+          for (int i = 0; i < in(0).shape.rank && i < max_rank; ++i) p[i] = static_cast<std::int8_t>(x.perm[i]);
+          return from(in(0).dt, permute_shape(in(0).shape, p, in(0).shape.rank), "permute is not a permutation");
+        }
+        case op::broadcast:  // the target is the node's own shape
+          if (!broadcast(in(0).shape, x.shape).ok || in(0).shape.rank > x.shape.rank)
+            return fail("broadcast target does not fit its input");
+          return {in(0).dt, x.shape, nullptr};
+        case op::slice:
+          return from(in(0).dt, slice_shape(in(0).shape, x.axis, x.begin, x.end, x.step), "slice out of range");
+        case op::concat:
+          if (in(0).dt != in(1).dt) return fail("concat dtypes differ");
+          return from(in(0).dt, concat_shape(in(0).shape, in(1).shape, x.axis), "concat shapes do not match");
+        case op::iota:
+          if (x.axis < 0 || x.axis >= in(0).shape.rank) return fail("iota axis out of range");
+          return {x.dt, dims{in(0).shape.e[x.axis]}, nullptr};
+        case op::numel: return {x.dt, dims{}, nullptr};
+        default: return fail("an unknown shape op");
+      }
+    case op_kind::cast: return {x.dt, in(0).shape, nullptr};
+    case op_kind::movement:
+      switch (x.o) {
+        case op::gather:
+          if (!is_integral(in(1).dt)) return fail("gather needs integer indices");
+          return from(in(0).dt, gather_shape(in(0).shape, in(1).shape), "gather shapes do not match");
+        case op::scatter_add:
+          if (!is_integral(in(0).dt) || in(1).dt != in(2).dt)
+            return fail("scatter_add needs integer indices and a source and target of one dtype");
+          return from(in(1).dt, scatter_add_shape(in(0).shape, in(1).shape, in(2).shape),
+                      "scatter_add shapes do not match");
+        case op::unfold: return from(in(0).dt, unfold_shape(in(0).shape, window_of(x)), "unfold window does not fit");
+        case op::fold:
+          return from(in(0).dt, fold_shape(in(0).shape, window_of(x), fold_height(x), fold_width(x)),
+                      "fold window does not fit");
+        default: return fail("an unknown movement op");
+      }
+    case op_kind::random:
+      if (in(1).dt != dtype::i64 || in(1).shape.rank != 0) return fail("rand needs a rank-0 i64 seed");
+      return {dtype::f32, in(0).shape, nullptr};
+    case op_kind::composite:
+      switch (x.o) {
+        case op::softmax:
+        case op::log_softmax:
+          if (x.axis < 0 || x.axis >= in(0).shape.rank) return fail("softmax axis out of range");
+          return {in(0).dt, in(0).shape, nullptr};
+        case op::layer_norm:
+          return from(in(0).dt, layer_norm_shape(in(0).shape, in(1).shape, in(2).shape), "layer_norm shapes do not match");
+        case op::linear:
+          return from(in(0).dt, linear_shape(in(0).shape, in(1).shape, in(2).shape), "linear shapes do not match");
+        case op::mse_loss:
+          return from(in(0).dt, {dims{}, broadcast(in(0).shape, in(1).shape).ok}, "mse_loss inputs do not broadcast");
+        case op::cross_entropy:
+          return from(in(0).dt, cross_entropy_shape(in(0).shape, in(1).shape), "cross_entropy shapes do not match");
+        case op::conv2d:
+          return from(in(0).dt, conv2d_shape(in(0).shape, in(1).shape, in(2).shape, window_of(x)),
+                      "conv2d shapes do not match");
+        case op::max_pool2d:
+        case op::avg_pool2d: return from(in(0).dt, pool2d_shape(in(0).shape, window_of(x)), "pool window does not fit");
+        default: return fail("an unknown composite op");
+      }
+    case op_kind::autodiff:
+      switch (x.o) {
+        case op::detach: return {in(0).dt, in(0).shape, nullptr};
+        case op::grad:
+          if (in(0).shape.rank != 0) return fail("grad needs a rank-0 loss");
+          return {in(1).dt, in(1).shape, nullptr};
+        case op::jvp:
+          if (!(in(2).shape == in(1).shape)) return fail("jvp needs a tangent of its input's shape");
+          return {in(0).dt, in(0).shape, nullptr};
+        case op::custom:
+          if (in(3).o != op::cotangent) return fail("custom needs a cotangent marker as its fourth input");
+          return {in(0).dt, in(0).shape, nullptr};
+        default: return {x.dt, x.shape, nullptr};  // the cotangent marker
+      }
+    case op_kind::tuple: return fail("a tuple node inside a graph");
+  }
+  return fail("an unknown op");
+}
+
 /// Checks a graph's invariants; returns nullptr when valid, else what is wrong. Runs after
-/// every pass in tests and debug builds: `static_assert(!check_graph(g))`.
+/// every stage of the pipeline in tests and with KILN_CHECK_PASSES: `static_assert(!check_graph(g))`.
 template <class G>
 constexpr const char* check_graph(const G& g) {
   const int n = static_cast<int>(g.nodes.size());
@@ -165,85 +287,21 @@ constexpr const char* check_graph(const G& g) {
       if (x.in[j] < 0 || x.in[j] >= i) return "node input is not an earlier node";
     for (int j = x.nin(); j < 4; ++j)
       if (x.in[j] != -1) return "node has more inputs than its op takes";
-    const auto in = [&](int j) -> const node& { return g.nodes[x.in[j]]; };
     switch (kind_of(x.o)) {
       case op_kind::leaf:
         if (x.slot < 0 || x.slot >= g.leaves) return "leaf slot out of range";
         if (++slot_use[x.slot] > 1) return "a leaf slot is used twice";
         if ((x.o == op::input || x.o == op::param) && x.label().empty()) return "placeholder without a name";
-        break;
+        continue;
       case op_kind::constant:
         if (x.shape.rank != 0 || x.slot != -1) return "constant is not a rank-0 value without a slot";
-        break;
-      case op_kind::unary:
-        if (in(0).dt != x.dt || !(in(0).shape == x.shape)) return "unary node differs from its input";
-        break;
-      case op_kind::binary: {
-        if (in(0).dt != in(1).dt) return "binary node inputs differ in dtype";
-        if (x.dt != (is_comparison(x.o) ? dtype::boolean : in(0).dt)) return "binary node has the wrong dtype";
-        const broadcast_result b = broadcast(in(0).shape, in(1).shape);
-        if (!b.ok || !(b.shape == x.shape)) return "binary node shape is not the broadcast of its inputs";
-        break;
-      }
-      case op_kind::ternary: {
-        if (in(0).dt != dtype::boolean) return "where condition is not bool";
-        if (in(1).dt != x.dt || in(2).dt != x.dt) return "where branches differ from the result dtype";
-        const broadcast_result b = broadcast(broadcast(in(0).shape, in(1).shape).shape, in(2).shape);
-        if (!b.ok || !(b.shape == x.shape)) return "where shape is not the broadcast of its inputs";
-        break;
-      }
-      case op_kind::reduce:
-        if (in(0).dt != x.dt) return "reduction changes dtype";
-        if (in(0).shape.rank < 32 && (x.axes >> in(0).shape.rank)) return "reduction axis out of range";
-        break;
-      case op_kind::matmul:
-        if (in(0).dt != x.dt || in(1).dt != x.dt) return "matmul dtypes differ";
-        if (x.shape.rank < 2) return "matmul result has rank < 2";
-        break;
-      case op_kind::shape:
-        if (x.o == op::iota || x.o == op::numel) break;
-        if (x.o != op::concat && in(0).dt != x.dt) return "shape op changes dtype";
-        if (x.o == op::concat && (in(0).dt != x.dt || in(1).dt != x.dt)) return "concat dtypes differ";
-        break;
-      case op_kind::cast:
-        if (!(in(0).shape == x.shape)) return "cast changes shape";
-        break;
-      case op_kind::movement: {
-        shape_result r{};
-        switch (x.o) {
-          case op::gather:
-            if (in(0).dt != x.dt || !is_integral(in(1).dt)) return "gather needs a table of its dtype and integer indices";
-            r = gather_shape(in(0).shape, in(1).shape);
-            break;
-          case op::scatter_add:
-            if (!is_integral(in(0).dt) || in(1).dt != x.dt || in(2).dt != x.dt)
-              return "scatter_add needs integer indices and a source and target of its dtype";
-            r = scatter_add_shape(in(0).shape, in(1).shape, in(2).shape);
-            break;
-          case op::unfold: r = unfold_shape(in(0).shape, window_of(x)); break;
-          case op::fold: r = fold_shape(in(0).shape, window_of(x), fold_height(x), fold_width(x)); break;
-          default: break;
-        }
-        if (x.o != op::gather && x.o != op::scatter_add && in(0).dt != x.dt) return "unfold and fold keep the dtype";
-        if (!r.ok || !(r.shape == x.shape)) return "movement node shape does not follow from its inputs";
-        break;
-      }
-      case op_kind::random:
-        if (x.dt != dtype::f32 || !(in(0).shape == x.shape)) return "rand is f32 and shaped like its first input";
-        if (in(1).dt != dtype::i64 || in(1).shape.rank != 0) return "rand needs a rank-0 i64 seed";
-        break;
-      case op_kind::composite: break;
-      case op_kind::autodiff:
-        if (x.o == op::detach && (in(0).dt != x.dt || !(in(0).shape == x.shape))) return "detach differs from its input";
-        if (x.o == op::grad && (in(0).shape.rank != 0 || in(1).dt != x.dt || !(in(1).shape == x.shape)))
-          return "grad needs a rank-0 loss and has its target's dtype and shape";
-        if (x.o == op::jvp && (in(0).dt != x.dt || !(in(0).shape == x.shape) || !(in(2).shape == in(1).shape)))
-          return "jvp has its output's dtype and shape, and a tangent of its input's shape";
-        if (x.o == op::custom && (in(0).dt != x.dt || !(in(0).shape == x.shape) || in(3).o != op::cotangent))
-          return "custom has its value's dtype and shape, and a cotangent marker as its fourth input";
-        break;
-      case op_kind::tuple: return "a tuple node inside a graph";
+        continue;
+      default: break;
     }
+    const inferred r = infer(x, [&](int j) -> const node& { return g.nodes[x.in[j]]; });
+    if (r.error) return r.error;
+    if (r.dt != x.dt) return "node dtype does not follow from its inputs";
+    if (!(r.shape == x.shape)) return "node shape does not follow from its inputs";
   }
   if (g.outputs.size() == 0) return "graph has no output";
   for (int o : g.outputs)
