@@ -38,7 +38,7 @@ class fbuf {
   i64 n_ = 0;
 };
 
-enum class kind { gelu_chain, softmax, layer_norm, matmul, linear_gelu, mlp };
+enum class kind { gelu_chain, gelu_tanh_chain, softmax, layer_norm, matmul, linear_gelu, mlp };
 
 // MLP forward 784-1024-1024-10: relu after both hidden layers, plain logits out.
 inline constexpr i64 mlp_in = 784, mlp_hidden = 1024, mlp_out = 10;
@@ -46,13 +46,15 @@ inline constexpr float layer_norm_eps = 1e-5f;
 
 /// One workload with its inputs. Extents and inputs, row-major, by kind:
 ///   gelu_chain   n            in: x[n], a[n], b[n]                 out: gelu(x*a+b) [n]
+///   gelu_tanh_chain  n        in: x[n], a[n], b[n]                 out: gelu_tanh(x*a+b) [n]
 ///   softmax      m, n         in: x[m,n]                           out: softmax over rows [m,n]
 ///   layer_norm   m, n         in: x[m,n], gamma[n], beta[n]        out: [m,n]  (eps 1e-5)
 ///   matmul       m, k, n      in: a[m,k], b[k,n]                   out: a b [m,n]
 ///   linear_gelu  m, k, n      in: x[m,k], w[k,n], bias[n]          out: gelu(x w + bias) [m,n]
 ///   mlp          m (batch)    in: x[m,784], w1[784,1024], b1, w2[1024,1024], b2, w3[1024,10], b3
 ///                             out: logits [m,10]
-/// gelu is the exact form 0.5 z (1 + erf(z / sqrt 2)) everywhere (kiln's and PyTorch's default).
+/// gelu is the exact form 0.5 z (1 + erf(z / sqrt 2)) everywhere (kiln's and PyTorch's default);
+/// gelu_tanh its tanh approximation 0.5 z (1 + tanh(sqrt(2/pi) (z + 0.044715 z^3))).
 struct workload {
   std::string name;
   kind what{};

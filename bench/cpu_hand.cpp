@@ -9,19 +9,21 @@
 namespace kb {
 namespace {
 
-// out = gelu(x * a + b): reads 3 floats, writes 1, per element. Where the arrays are far larger
-// than the caches (64 MiB of output and more: the full-size workload), with non-temporal stores:
-// an ordinary store would first read its line; at --quick sizes the output stays in cache.
-void gelu_chain(const float* x, const float* a, const float* b, float* y, i64 n, int threads) {
+// out = act(x * a + b), act gelu or gelu_tanh (cpu_simd.hpp): reads 3 floats, writes 1, per
+// element. Where the arrays are far larger than the caches (64 MiB of output and more: the
+// full-size workload), with non-temporal stores: an ordinary store would first read its line; at
+// --quick sizes the output stays in cache.
+template <class Act>
+void gelu_chain(const float* x, const float* a, const float* b, float* y, i64 n, int threads, Act act) {
   const bool stream = n >= (i64(1) << 24);
   parallel_chunks(n, task_floats, threads, [&](i64 i0, i64 i1) {
     i64 i = i0;  // a multiple of task_floats: aligned like the buffers
     for (; i + lanes <= i1; i += lanes) {
       const batch z = xsimd::fma(batch::load_aligned(x + i), batch::load_aligned(a + i), batch::load_aligned(b + i));
-      if (stream) store_stream(y + i, gelu(z));
-      else gelu(z).store_aligned(y + i);
+      if (stream) store_stream(y + i, act(z));
+      else act(z).store_aligned(y + i);
     }
-    for (; i < i1; ++i) y[i] = gelu(x[i] * a[i] + b[i]);
+    for (; i < i1; ++i) y[i] = act(x[i] * a[i] + b[i]);
     stream_fence();
   });
 }
@@ -93,7 +95,13 @@ struct hand_runner final : runner {
   hand_runner(const workload& w, int threads) : w_(w), t_(threads), y_(w.out_numel) {}
   void run() override {
     switch (w_.what) {
-      case kind::gelu_chain: gelu_chain(w_.in[0].data(), w_.in[1].data(), w_.in[2].data(), y_.data(), w_.n, t_); break;
+      case kind::gelu_chain:
+        gelu_chain(w_.in[0].data(), w_.in[1].data(), w_.in[2].data(), y_.data(), w_.n, t_, [](auto z) { return gelu(z); });
+        break;
+      case kind::gelu_tanh_chain:
+        gelu_chain(w_.in[0].data(), w_.in[1].data(), w_.in[2].data(), y_.data(), w_.n, t_,
+                   [](auto z) { return gelu_tanh(z); });
+        break;
       case kind::softmax: softmax(w_.in[0].data(), y_.data(), w_.m, w_.n, t_); break;
       case kind::layer_norm:
         layer_norm(w_.in[0].data(), w_.in[1].data(), w_.in[2].data(), y_.data(), w_.m, w_.n, t_);
@@ -112,6 +120,7 @@ struct hand_runner final : runner {
 const char* hand_why_not(kind k) {
   switch (k) {
     case kind::gelu_chain:
+    case kind::gelu_tanh_chain:
     case kind::softmax:
     case kind::layer_norm: return nullptr;
     default: return "a GEMM is not a hand-written loop: the openblas row is the reference, sgemm peak the limit";

@@ -22,6 +22,15 @@ inline batch gelu(batch z) {
   return batch(0.5f) * z * (batch(1.0f) + xsimd::erf(z * batch(0.70710678118654752f)));
 }
 inline float gelu(float z) { return 0.5f * z * (1.0f + std::erf(z * 0.70710678118654752f)); }
+/// gelu_tanh as a careful hand-written loop computes it: 0.5 z (1 + tanh u) = z / (1 + e^(-2u)),
+/// u = sqrt(2/pi) (z + 0.044715 z^3): one exp and one division, no cancellation where u << 0.
+inline batch gelu_tanh(batch z) {
+  const batch m2u = z * xsimd::fma(z * z, batch(-2 * 0.79788456080286536f * 0.044715f), batch(-2 * 0.79788456080286536f));
+  return z / (batch(1.0f) + xsimd::exp(m2u));
+}
+inline float gelu_tanh(float z) {
+  return z / (1.0f + std::exp(z * (z * z * (-2 * 0.79788456080286536f * 0.044715f) - 2 * 0.79788456080286536f)));
+}
 
 /// Stores v at p (aligned to the batch) with a non-temporal hint (x86 MOVNTPS): the line is
 /// written around the cache instead of first being read into it. Written here rather than

@@ -86,6 +86,13 @@ std::unique_ptr<runner> make(backend be, const workload& w) {
       auto tx = copy_of<1>(in[0], {n}), ta = copy_of<1>(in[1], {n}), tb = copy_of<1>(in[2], {n});
       return pick(be, gelu(x * a + b), [=](auto&& run) { return run({{"x", tx}, {"a", ta}, {"b", tb}}); });
     }
+    case kind::gelu_tanh_chain: {
+      auto x = input<"x", f32, shape<dyn>>{};
+      auto a = input<"a", f32, shape<dyn>>{};
+      auto b = input<"b", f32, shape<dyn>>{};
+      auto tx = copy_of<1>(in[0], {n}), ta = copy_of<1>(in[1], {n}), tb = copy_of<1>(in[2], {n});
+      return pick(be, gelu_tanh(x * a + b), [=](auto&& run) { return run({{"x", tx}, {"a", ta}, {"b", tb}}); });
+    }
     case kind::softmax: {
       auto x = input<"x", f32, shape<dyn, dyn>>{};
       auto tx = copy_of<2>(in[0], {m, n});

@@ -28,6 +28,12 @@ template <class Z>
 auto gelu(const Z& z) {
   return z * ((z * 0.70710678118654752f).erf() + 1.0f) * 0.5f;
 }
+// gelu_tanh(z) = 0.5 z (1 + tanh(sqrt(2/pi) (z + 0.044715 z^3))), as its formula reads; Eigen's
+// float tanh is a rational function (one division), clamped near 8.
+template <class Z>
+auto gelu_tanh(const Z& z) {
+  return 0.5f * z * (1.0f + (0.79788456080286536f * (z + 0.044715f * z * z * z)).tanh());
+}
 
 struct eigen_runner final : runner {
   eigen_runner(const workload& w, int threads) : w_(w), pool_(threads), dev_(&pool_, threads), y_(w.out_numel) {
@@ -42,6 +48,12 @@ struct eigen_runner final : runner {
         cmap<1> x(in[0].data(), n), a(in[1].data(), n), b(in[2].data(), n);
         map<1> y(y_.data(), n);
         y.device(dev_) = gelu(x * a + b);
+        break;
+      }
+      case kind::gelu_tanh_chain: {
+        cmap<1> x(in[0].data(), n), a(in[1].data(), n), b(in[2].data(), n);
+        map<1> y(y_.data(), n);
+        y.device(dev_) = gelu_tanh(x * a + b);
         break;
       }
       case kind::softmax: {

@@ -26,6 +26,7 @@ struct torch_runner final : runner {
     const i64 m = w.m, n = w.n, k = w.k;
     switch (w.what) {
       case kind::gelu_chain:
+      case kind::gelu_tanh_chain:
         x_ = {wrap(in[0], {n}), wrap(in[1], {n}), wrap(in[2], {n})};
         y_ = at::empty({n});
         break;
@@ -61,6 +62,10 @@ struct torch_runner final : runner {
       case kind::gelu_chain:
         at::addcmul_out(y_, x_[2], x_[0], x_[1]);  // b + x * a
         at::gelu_(y_);
+        break;
+      case kind::gelu_tanh_chain:
+        at::addcmul_out(y_, x_[2], x_[0], x_[1]);
+        at::gelu_(y_, "tanh");
         break;
       case kind::softmax: at::softmax_out(y_, x_[0], 1); break;
       case kind::layer_norm:

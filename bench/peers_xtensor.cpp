@@ -33,6 +33,10 @@ template <class Z>
 auto gelu(const Z& z) {
   return 0.5f * z * (1.0f + xt::erf(z * 0.70710678118654752f));
 }
+template <class Z>
+auto gelu_tanh(const Z& z) {
+  return 0.5f * z * (1.0f + xt::tanh(0.79788456080286536f * (z + 0.044715f * z * z * z)));
+}
 
 void sgemm(const float* a, const float* b, float* c, i64 m, i64 k, i64 n) {
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
@@ -67,6 +71,12 @@ struct xtensor_runner final : runner {
         auto x = view(in[0], std::array{n}), a = view(in[1], std::array{n}), b = view(in[2], std::array{n});
         auto y = view(y_, std::array{n});
         xt::noalias(y) = gelu(x * a + b);
+        break;
+      }
+      case kind::gelu_tanh_chain: {
+        auto x = view(in[0], std::array{n}), a = view(in[1], std::array{n}), b = view(in[2], std::array{n});
+        auto y = view(y_, std::array{n});
+        xt::noalias(y) = gelu_tanh(x * a + b);
         break;
       }
       case kind::softmax:

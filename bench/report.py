@@ -226,6 +226,8 @@ def markdown(suite, ctx, rows, limits, round_limits, quick, errors):
                  for kind, vs in kinds.items()]
         out.append(f"- limits, each measured {max(len(vs) for vs in kinds.values())} times"
                    f"{' at the start and at the end' if round_limits else ' in this run'}: {'; '.join(parts)}")
+    if "build" in ctx:
+        out.append(f"- build: {ctx['build']}")
     if "data" in ctx:
         out.append(f"- data: {ctx['data']}")
     if "rel_error_note" in ctx:  # a suite that explains its rates and errors itself (train)
@@ -341,9 +343,12 @@ def plot(path, suite, ctx, rows, round_limits, quick):
         what = f"median {unit}, no physical limit applies"
     else:
         ax.set_ylabel("fraction of the physical limit (higher is better)")
+        in_turns = round_limits or any(r.get("limit_name") == "stream-triad-nt alongside" for r in rows)
         what = ("memory-bound rows vs stream measured in turns with each measurement, GEMM rows vs FMA peak "
-                "measured in the workload's rounds") if round_limits else \
+                "measured in the workload's rounds") if in_turns else \
             "memory-bound rows vs stream, GEMM rows vs FMA peak, each measured right before and after the workload"
+        if not any(r["rate_unit"] == "GFLOP/s" for r in rows):  # (the avx2 suite)
+            what = what.split(", GEMM rows")[0]
     ax.set_title(f"kiln '{suite}' suite{' (quick)' if quick else ''}: {what}\n"
                  f"{ctx.get('cpu_model', '')}, {ctx.get('threads', '?')} threads, OpenBLAS "
                  f"{ctx.get('openblas_coretype', '?')}, {ctx.get('date', '')[:10]}, load average at start "

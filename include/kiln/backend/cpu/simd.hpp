@@ -163,7 +163,7 @@ template <class A>
   return y * s1 * s2;
 }
 
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
+#if (defined(__AVX2__) && defined(__FMA__)) || defined(__AVX512F__)
 namespace exp_table {
 /// 2^(j/8) rounded to float, j = 0 .. 7, as bits less j << 20 (see exp_f32_table), and the
 /// rounding's relative error (2^(j/8) - t[j]) / t[j], both from a 40-digit 2^(j/8).
@@ -177,7 +177,54 @@ template <class A>
 [[gnu::noinline]] xsimd::batch<float, A> rare(const xsimd::batch<float, A>& x) {
   return exp_f32_poly(x);
 }
+/// t and d twice over (t2, d2), for AVX-512's VPERMPS, which reads 4 bits of each index.
+template <class T>
+struct twice {
+  alignas(64) T v[16];
+};
+template <class T, std::size_t N>
+constexpr twice<T> repeat(const T (&tab)[N]) {
+  static_assert(N == 8);
+  twice<T> r{};
+  for (int i = 0; i < 16; ++i) r.v[i] = tab[i % 8];
+  return r;
+}
+inline constexpr twice<std::uint32_t> t2 = repeat(t);
+inline constexpr twice<float> d2 = repeat(d);
+/// In each lane, tab[j] for j the low 3 bits of the lane's bits in z (tab: t or d, with tab2
+/// its repeat): VPERMPS. The zero-masking AVX-512 forms with every lane set here and in
+/// pow2_8th are the plain instructions (see clamp_keep_nan).
+template <class A, class T>
+[[gnu::always_inline]] inline xsimd::batch<float, A> lookup(const T (&tab)[8], const twice<T>& tab2,
+                                                            const xsimd::batch<float, A>& z) {
+  using V = xsimd::batch<float, A>;
+#if defined(__AVX512F__)
+  if constexpr (std::is_base_of_v<xsimd::avx512f, A>)
+    return V(_mm512_maskz_permutexvar_ps(0xFFFF, _mm512_castps_si512(z), _mm512_load_ps(reinterpret_cast<const float*>(tab2.v))));
+  else
+#endif
+  {
+    static_assert(std::is_base_of_v<xsimd::avx2, A>, "kiln: exp_table::lookup: AVX2 or AVX-512 batches");
+    (void)tab2;
+    return V(_mm256_permutevar8x32_ps(_mm256_load_ps(reinterpret_cast<const float*>(tab)), _mm256_castps_si256(z)));
+  }
+}
+/// 2^(n/8) for n in the low bits of z's lanes (see exp_f32_table): t[n & 7]'s bits plus n << 20.
+template <class A>
+[[gnu::always_inline]] inline xsimd::batch<float, A> pow2_8th(const xsimd::batch<float, A>& z) {
+  using V = xsimd::batch<float, A>;
+  const V tj = lookup(t, t2, z);
+#if defined(__AVX512F__)
+  if constexpr (std::is_base_of_v<xsimd::avx512f, A>)
+    return V(_mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(tj), _mm512_maskz_slli_epi32(0xFFFF, _mm512_castps_si512(z), 20))));
+  else
+#endif
+    return V(_mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(tj), _mm256_slli_epi32(_mm256_castps_si256(z), 20))));
+}
 }  // namespace exp_table
+#endif
+
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
 
 /// exp in f32 on AVX2 with FMA: e^x = 2^k 2^(j/8) e^r with n = 8k + j = x 8/ln 2 rounded to
 /// nearest (one FMA with 1.5 * 2^23, which leaves n in the low bits), r = x - n ln2/8 in two
@@ -212,6 +259,36 @@ template <class A>
 }
 #endif
 
+#if (defined(__AVX2__) && defined(__FMA__)) || defined(__AVX512F__)
+/// tanh in f32 on AVX2 with FMA and on AVX-512 (the same bits on both), without a branch: tanh
+/// |a| = N / (N + 2), N = e^(2t) - 1, t = |a| clamped to 9.1 (past 9.02 tanh rounds to 1).
+/// e^(2t) = s e^(2r) with exp_f32_table's table: s = 2^(n/8), n = 2t 8/ln2 rounded (at most
+/// 210: s stays normal, so no lane needs another path), r = t - n ln2/16 (ln2/16 in one part:
+/// its rounding, times n, is damped below), q = e^(2r) - 1 by a degree-4 polynomial with the
+/// table entry's rounding error folded in, and N = s q + (s - 1) (exact s - 1 for s in [1, 2],
+/// where N is small). An error in N shrinks by 2 / (N + 2) <= 1 in the quotient, and small |a|
+/// keep their relative accuracy (n = 0: N = q). The sign is restored at the end (odd, NaN
+/// kept). Against std::tanh in double over every float: at most 2.70 ulp (the roundings of N,
+/// N + 2 and the quotient, near t = 0.03). xsimd::tanh (1.35 ulp, still the path of SSE2 and
+/// NEON) takes a polynomial below 0.625 and an exp and a division above, both for a vector
+/// that has both, behind two branches that random inputs mispredict: the gelu_tanh chain's
+/// kernel spent most of its time there. tests/test_cpu_unary.cpp sweeps it.
+template <class A>
+[[gnu::always_inline]] inline xsimd::batch<float, A> tanh_f32_table(const xsimd::batch<float, A>& a) {
+  using V = xsimd::batch<float, A>;
+  const V t = min_keep_nan(V(9.1f), xsimd::abs(a));
+  const V z = fmadd(t, V(23.083120654223414f), V(0x1.8p23f));  // 16 / ln 2; n in the low bits
+  const V n = z - V(0x1.8p23f);
+  const V r = fmadd(n, V(-0.04332169878499658f), t);  // ln2/16
+  const V p = fmadd(fmadd(V(2.0f / 3), r, V(4.0f / 3)), r, V(2.0f));
+  // e^(2r) - 1 = 2r + r^2 (2 + 4r/3 + 2r^2/3), plus the relative rounding error of s's table entry
+  const V q = fmadd(r * r, p, fmadd(r, V(2.0f), exp_table::lookup(exp_table::d, exp_table::d2, z)));
+  const V s = exp_table::pow2_8th(z);
+  const V N = fmadd(s, q, s - V(1.0f));
+  return or_sign(N / (N + V(2.0f)), a);
+}
+#endif
+
 template <class A>
 [[gnu::always_inline]] inline xsimd::batch<float, A> exp_f32(const xsimd::batch<float, A>& x) {
 #if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
@@ -225,7 +302,15 @@ template <class T, class A> [[gnu::always_inline]] inline xsimd::batch<T, A> exp
 }
 template <class T, class A> [[gnu::always_inline]] inline xsimd::batch<T, A> log(const xsimd::batch<T, A>& x) { return xsimd::log(x); }
 template <class T, class A> [[gnu::always_inline]] inline xsimd::batch<T, A> sqrt(const xsimd::batch<T, A>& x) { return xsimd::sqrt(x); }
-template <class T, class A> [[gnu::always_inline]] inline xsimd::batch<T, A> tanh(const xsimd::batch<T, A>& x) { return xsimd::tanh(x); }
+template <class T, class A> [[gnu::always_inline]] inline xsimd::batch<T, A> tanh(const xsimd::batch<T, A>& x) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float> && std::is_base_of_v<xsimd::avx512f, A>) return tanh_f32_table(x);
+#endif
+#if defined(__AVX2__) && defined(__FMA__)
+  if constexpr (std::is_same_v<T, float> && std::is_base_of_v<xsimd::avx2, A>) return tanh_f32_table(x);
+#endif
+  return xsimd::tanh(x);
+}
 template <class T, class A> [[gnu::always_inline]] inline xsimd::batch<T, A> sin(const xsimd::batch<T, A>& x) { return xsimd::sin(x); }
 template <class T, class A> [[gnu::always_inline]] inline xsimd::batch<T, A> cos(const xsimd::batch<T, A>& x) { return xsimd::cos(x); }
 template <class T, class A> [[gnu::always_inline]] inline xsimd::batch<T, A> abs(const xsimd::batch<T, A>& x) { return xsimd::abs(x); }
