@@ -22,6 +22,7 @@
 #include "../core/tensor.hpp"
 #include "../graph/graph.hpp"
 #include "../graph/ops.hpp"
+#include "../ops/bodies.hpp"
 #include "../passes/decompose.hpp"
 #include "backend.hpp"
 
@@ -41,104 +42,69 @@ void store(std::byte* base, index_t off, compute_t<D> v) {
   reinterpret_cast<storage_t<D>*>(base)[off] = storage_t<D>(v);
 }
 
-/// Integer arithmetic that wraps (two's complement) instead of invoking undefined behaviour.
-template <class T, class F>
-T wrapping(T a, T b, F f) {
-  using U = std::make_unsigned_t<T>;
-  return static_cast<T>(f(static_cast<U>(a), static_cast<U>(b)));
-}
+/// The C library's math on scalars, as ops/bodies.hpp asks for it: the eager backend computes
+/// each op by the formula every backend shares, and checks the vector math against these.
+struct cmath {
+  template <class T> static T exp(T x) { return std::exp(x); }
+  template <class T> static T log(T x) { return std::log(x); }
+  template <class T> static T sqrt(T x) { return std::sqrt(x); }
+  template <class T> static T tanh(T x) { return std::tanh(x); }
+  template <class T> static T sin(T x) { return std::sin(x); }
+  template <class T> static T cos(T x) { return std::cos(x); }
+  template <class T> static T erf(T x) { return std::erf(x); }
+  template <class T> static T abs(T x) { return std::abs(x); }
+  template <class T> static T pow(T a, T b) { return std::pow(a, b); }
+  template <class T> static bool isnan(T x) { return std::isnan(x); }
+  template <class T> static T select(bool c, T a, T b) { return c ? a : b; }
+};
 
+using ops::wrapping;
+
+// Run-time op to compile-time body: one case per op with a body (ops/bodies.hpp).
+#define KILN_EAGER_UNARY(O) \
+  case op::O:               \
+    if constexpr (ops::has_unary_body<op::O, T>) return ops::unary<op::O, cmath>(x); \
+    break;
 template <class T>
 T unary(op o, T x) {
   switch (o) {
-    case op::neg:
-      if constexpr (std::is_integral_v<T>) return wrapping<T>(0, x, [](auto a, auto b) { return a - b; });
-      else return -x;
-    case op::abs:
-      if constexpr (std::is_integral_v<T>) return x < 0 ? wrapping<T>(0, x, [](auto a, auto b) { return a - b; }) : x;
-      else return std::abs(x);
-    case op::relu: return x < T(0) ? T(0) : x;  // NaN stays NaN
+    KILN_EAGER_UNARY(neg) KILN_EAGER_UNARY(abs) KILN_EAGER_UNARY(relu) KILN_EAGER_UNARY(exp) KILN_EAGER_UNARY(log)
+    KILN_EAGER_UNARY(sqrt) KILN_EAGER_UNARY(rsqrt) KILN_EAGER_UNARY(reciprocal) KILN_EAGER_UNARY(tanh)
+    KILN_EAGER_UNARY(sin) KILN_EAGER_UNARY(cos) KILN_EAGER_UNARY(erf) KILN_EAGER_UNARY(sigmoid)
+    KILN_EAGER_UNARY(silu) KILN_EAGER_UNARY(gelu) KILN_EAGER_UNARY(gelu_tanh)
     default: break;
-  }
-  if constexpr (std::is_floating_point_v<T>) {
-    constexpr T half = T(0.5), one = T(1);
-    switch (o) {
-      case op::exp: return std::exp(x);
-      case op::log: return std::log(x);
-      case op::sqrt: return std::sqrt(x);
-      case op::rsqrt: return one / std::sqrt(x);
-      case op::reciprocal: return one / x;
-      case op::silu: return x / (one + std::exp(-x));
-      case op::tanh: return std::tanh(x);
-      case op::sigmoid: return one / (one + std::exp(-x));
-      case op::gelu: return half * x * (one + std::erf(x * T(std::numbers::sqrt2 / 2)));
-      case op::gelu_tanh: {
-        const T k = T(0.7978845608028654);  // sqrt(2 / pi)
-        return half * x * (one + std::tanh(k * (x + T(0.044715) * x * x * x)));
-      }
-      case op::sin: return std::sin(x);
-      case op::cos: return std::cos(x);
-      case op::erf: return std::erf(x);
-      default: break;
-    }
   }
   throw std::logic_error("kiln: eager: unary op " + std::string(name(o)) + " has no rule for this dtype");
 }
+#undef KILN_EAGER_UNARY
 
-template <class T>
-T integer_pow(T base, T e) {
-  if (e < 0) throw std::invalid_argument("kiln: pow: integers to negative integer powers are not allowed");
-  T r = 1;
-  while (e > 0) {
-    if (e & 1) r = wrapping<T>(r, base, [](auto a, auto b) { return a * b; });
-    base = wrapping<T>(base, base, [](auto a, auto b) { return a * b; });
-    e >>= 1;
-  }
-  return r;
-}
-
+#define KILN_EAGER_BINARY(O) \
+  case op::O:                \
+    if constexpr (ops::has_binary_body<op::O, T>) return ops::binary<op::O, cmath>(a, b); \
+    break;
 template <class T>
 T arith(op o, T a, T b) {
-  if constexpr (std::is_same_v<T, bool>) {
-    if (o == op::max) return a || b;
-    if (o == op::min) return a && b;
-  } else if constexpr (std::is_integral_v<T>) {
-    switch (o) {
-      case op::add: return wrapping(a, b, [](auto x, auto y) { return x + y; });
-      case op::sub: return wrapping(a, b, [](auto x, auto y) { return x - y; });
-      case op::mul: return wrapping(a, b, [](auto x, auto y) { return x * y; });
-      case op::max: return a < b ? b : a;
-      case op::min: return b < a ? b : a;
-      case op::pow: return integer_pow(a, b);
-      default: break;
-    }
-  } else {
-    switch (o) {
-      case op::add: return a + b;
-      case op::sub: return a - b;
-      case op::mul: return a * b;
-      case op::div: return a / b;
-      case op::max: return std::isnan(a) || std::isnan(b) ? std::numeric_limits<T>::quiet_NaN() : a < b ? b : a;
-      case op::min: return std::isnan(a) || std::isnan(b) ? std::numeric_limits<T>::quiet_NaN() : b < a ? b : a;
-      case op::pow: return std::pow(a, b);
-      default: break;
-    }
+  switch (o) {
+    KILN_EAGER_BINARY(add) KILN_EAGER_BINARY(sub) KILN_EAGER_BINARY(mul) KILN_EAGER_BINARY(div)
+    KILN_EAGER_BINARY(max) KILN_EAGER_BINARY(min) KILN_EAGER_BINARY(pow)
+    default: break;
   }
   throw std::logic_error("kiln: eager: binary op " + std::string(name(o)) + " has no rule for this dtype");
 }
+#undef KILN_EAGER_BINARY
 
 template <class T>
 bool compare(op o, T a, T b) {
   switch (o) {
-    case op::eq: return a == b;
-    case op::ne: return a != b;
-    case op::lt: return a < b;
-    case op::le: return a <= b;
-    case op::gt: return a > b;
-    case op::ge: return a >= b;
+    case op::eq: return ops::compare<op::eq>(a, b);
+    case op::ne: return ops::compare<op::ne>(a, b);
+    case op::lt: return ops::compare<op::lt>(a, b);
+    case op::le: return ops::compare<op::le>(a, b);
+    case op::gt: return ops::compare<op::gt>(a, b);
+    case op::ge: return ops::compare<op::ge>(a, b);
     default: break;
   }
-  throw std::logic_error("kiln: eager: not a comparison");
+  throw std::logic_error("kiln: eager: " + std::string(name(o)) + " is not a comparison");
 }
 
 /// Strides of `t` as an operand of an op whose result has shape `out` (right-aligned; 0 on

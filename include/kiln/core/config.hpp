@@ -9,6 +9,16 @@
 #define KILN_HD
 #endif
 
+// Op bodies (ops/bodies.hpp) are inlined into every kernel's loop, whatever the compiler's
+// size heuristics make of a kernel of many nodes: a call per element would cost more than the op.
+#if defined(__CUDACC__)
+#define KILN_INLINE __forceinline__
+#elif defined(__GNUC__)
+#define KILN_INLINE [[gnu::always_inline]] inline
+#else
+#define KILN_INLINE inline
+#endif
+
 namespace kiln {
 
 /// Index and extent type used everywhere (signed, as in PyTorch and Eigen).

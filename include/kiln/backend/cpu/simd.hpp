@@ -23,6 +23,7 @@
 #include "../../core/dtype.hpp"
 #include "../../core/tensor.hpp"
 #include "../../graph/ops.hpp"
+#include "../../ops/bodies.hpp"
 #include "fma.hpp"
 
 namespace kiln::cpu::simd {
@@ -448,103 +449,42 @@ xsimd::batch<float, A> round_bf16(const xsimd::batch<float, A>& x) {
 
 // ---- op bodies ------------------------------------------------------------------------------
 
-/// Integer arithmetic that wraps (two's complement) instead of invoking undefined behaviour.
-template <class T, class F>
-T wrapping(T a, T b, F f) {
-  using U = std::make_unsigned_t<T>;
-  return static_cast<T>(f(static_cast<U>(a), static_cast<U>(b)));
-}
-
-template <class T>
-T integer_pow(T base, T e) {
-  if (e < 0) throw std::invalid_argument("kiln: pow: integers to negative integer powers are not allowed");
-  T r = 1;
-  while (e > 0) {
-    if (e & 1) r = wrapping<T>(r, base, [](auto a, auto b) { return a * b; });
-    base = wrapping<T>(base, base, [](auto a, auto b) { return a * b; });
-    e >>= 1;
+/// The vector math library as ops/bodies.hpp asks for it: the bodies of the ops are shared with
+/// every backend; this backend supplies fn:: (xsimd and kiln's own functions, scalars and batches).
+struct vmath {
+  template <class V> [[gnu::always_inline]] static V exp(const V& x) { return fn::exp(x); }
+  template <class V> [[gnu::always_inline]] static V log(const V& x) { return fn::log(x); }
+  template <class V> [[gnu::always_inline]] static V sqrt(const V& x) { return fn::sqrt(x); }
+  template <class V> [[gnu::always_inline]] static V tanh(const V& x) { return fn::tanh(x); }
+  template <class V> [[gnu::always_inline]] static V sin(const V& x) { return fn::sin(x); }
+  template <class V> [[gnu::always_inline]] static V cos(const V& x) { return fn::cos(x); }
+  template <class V> [[gnu::always_inline]] static V erf(const V& x) { return fn::erf(x); }
+  template <class V> [[gnu::always_inline]] static V abs(const V& x) { return fn::abs(x); }
+  template <class V> [[gnu::always_inline]] static V pow(const V& a, const V& b) { return fn::pow(a, b); }
+  template <class V> [[gnu::always_inline]] static auto isnan(const V& x) { return fn::isnan(x); }
+  template <class C, class V> [[gnu::always_inline]] static V select(const C& c, const V& a, const V& b) {
+    return fn::select(c, a, b);
   }
-  return r;
-}
+};
 
-/// A unary primitive (and the high-level unary ops, which the eager backend also runs). V is a
-/// float batch or a scalar of the node's compute type.
+using ops::integer_pow;
+using ops::wrapping;
+
+/// A unary op's body (ops/bodies.hpp) on a float batch or a scalar of the node's compute type.
 template <op O, class V>
 [[gnu::always_inline]] inline V unary(const V& x) {
-  constexpr bool integral = std::is_integral_v<V>;
-  if constexpr (O == op::neg) {
-    if constexpr (integral) return wrapping<V>(0, x, [](auto a, auto b) { return a - b; });
-    else return -x;
-  } else if constexpr (O == op::abs) {
-    if constexpr (integral) return x < 0 ? wrapping<V>(0, x, [](auto a, auto b) { return a - b; }) : x;
-    else return fn::abs(x);
-  } else if constexpr (O == op::relu) {
-    if constexpr (integral) return x < 0 ? V(0) : x;
-    else return fn::select(x < V(0), V(0), x);  // NaN stays NaN
-  } else {
-    static_assert(!integral, "kiln: cpu: a float function of an integer reached the backend (capture casts to f32)");
-    const V one(1), half(0.5);
-    if constexpr (O == op::exp) return fn::exp(x);
-    else if constexpr (O == op::log) return fn::log(x);
-    else if constexpr (O == op::sqrt) return fn::sqrt(x);
-    else if constexpr (O == op::rsqrt) return one / fn::sqrt(x);
-    else if constexpr (O == op::reciprocal) return one / x;
-    else if constexpr (O == op::tanh) return fn::tanh(x);
-    else if constexpr (O == op::sin) return fn::sin(x);
-    else if constexpr (O == op::cos) return fn::cos(x);
-    else if constexpr (O == op::erf) return fn::erf(x);
-    else if constexpr (O == op::sigmoid) return one / (one + fn::exp(-x));
-    else if constexpr (O == op::silu) return x / (one + fn::exp(-x));
-    else if constexpr (O == op::gelu) return half * x * (one + fn::erf(x * V(std::numbers::sqrt2 / 2)));
-    else if constexpr (O == op::gelu_tanh)
-      return half * x * (one + fn::tanh(V(0.7978845608028654) * (x + V(0.044715) * x * x * x)));
-    else static_assert(O == op::exp, "kiln: cpu: not a unary op");
-  }
+  return ops::unary<O, vmath>(x);
 }
 
-/// A binary arithmetic primitive (not a comparison).
+/// A binary arithmetic op's body (not a comparison).
 template <op O, class V>
 [[gnu::always_inline]] inline V binary(const V& a, const V& b) {
-  if constexpr (std::is_same_v<V, bool>) {
-    static_assert(O == op::max || O == op::min, "kiln: cpu: bool arithmetic other than max/min");
-    if constexpr (O == op::max) return a || b;
-    else return a && b;
-  } else if constexpr (std::is_integral_v<V>) {
-    if constexpr (O == op::add) return wrapping(a, b, [](auto x, auto y) { return x + y; });
-    else if constexpr (O == op::sub) return wrapping(a, b, [](auto x, auto y) { return x - y; });
-    else if constexpr (O == op::mul) return wrapping(a, b, [](auto x, auto y) { return x * y; });
-    else if constexpr (O == op::max) return a < b ? b : a;
-    else if constexpr (O == op::min) return b < a ? b : a;
-    else if constexpr (O == op::pow) return integer_pow(a, b);
-    else static_assert(O == op::add, "kiln: cpu: integer division reached the backend (capture divides in f32)");
-  } else {
-    if constexpr (O == op::add) return a + b;
-    else if constexpr (O == op::sub) return a - b;
-    else if constexpr (O == op::mul) return a * b;
-    else if constexpr (O == op::div) return a / b;
-    else if constexpr (O == op::max || O == op::min) {
-      // NaN if either is NaN, else the larger (smaller); the first operand on ties, as eager
-      const auto pick = O == op::max ? fn::select(a < b, b, a) : fn::select(b < a, b, a);
-      if constexpr (is_batch_v<V>) return fn::select(fn::isnan(a) | fn::isnan(b), a + b, pick);
-      else return fn::isnan(a) || fn::isnan(b) ? std::numeric_limits<V>::quiet_NaN() : pick;
-    } else if constexpr (O == op::pow) return fn::pow(a, b);
-    else static_assert(O == op::add, "kiln: cpu: not a binary op");
-  }
+  return ops::binary<O, vmath>(a, b);
 }
 
 template <op O, class V>
-auto compare(const V& a, const V& b) {
-  if constexpr (O == op::eq) return a == b;
-  else if constexpr (O == op::ne) {
-    // xsimd's != is the ordered not-equal with AVX and AVX-512 (NaN != x false); IEEE's and the
-    // C++ operator's is unordered (true)
-    if constexpr (is_batch_v<V>) return ~(a == b);
-    else return a != b;
-  }
-  else if constexpr (O == op::lt) return a < b;
-  else if constexpr (O == op::le) return a <= b;
-  else if constexpr (O == op::gt) return a > b;
-  else return a >= b;
+[[gnu::always_inline]] inline auto compare(const V& a, const V& b) {
+  return ops::compare<O>(a, b);
 }
 
 /// Converts a value of dtype From to dtype To in mode M, as any_tensor::convert does for a
