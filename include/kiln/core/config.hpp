@@ -12,11 +12,11 @@
 // Op bodies (ops/bodies.hpp) are inlined into every kernel's loop, whatever the compiler's
 // size heuristics make of a kernel of many nodes: a call per element would cost more than the op.
 #if defined(__CUDACC__)
-#define KILN_INLINE __forceinline__
+#define KILN_ALWAYS_INLINE __forceinline__
 #elif defined(__GNUC__)
-#define KILN_INLINE [[gnu::always_inline]] inline
+#define KILN_ALWAYS_INLINE [[gnu::always_inline]] inline
 #else
-#define KILN_INLINE inline
+#define KILN_ALWAYS_INLINE inline
 #endif
 
 namespace kiln {

@@ -27,7 +27,7 @@ namespace kiln::ops {
 
 /// Integer arithmetic that wraps (two's complement) instead of invoking undefined behaviour.
 template <class T, class F>
-KILN_INLINE KILN_HD T wrapping(T a, T b, F f) {
+KILN_ALWAYS_INLINE KILN_HD T wrapping(T a, T b, F f) {
   using U = std::make_unsigned_t<T>;
   return static_cast<T>(f(static_cast<U>(a), static_cast<U>(b)));
 }
@@ -54,7 +54,7 @@ inline constexpr bool has_unary_body =
 /// A unary op: every pointwise unary primitive, and the unary composites (sigmoid, silu, gelu,
 /// gelu_tanh) that the eager backend computes directly as references for their decompositions.
 template <op O, class M, class V>
-KILN_INLINE KILN_HD V unary(const V& x) {
+KILN_ALWAYS_INLINE KILN_HD V unary(const V& x) {
   if constexpr (std::is_integral_v<V>) {
     static_assert(has_unary_body<O, V>, "kiln: a float function of an integer (capture casts to f32 first)");
     if constexpr (O == op::neg) return wrapping<V>(0, x, [](auto a, auto b) { return a - b; });
@@ -95,7 +95,7 @@ inline constexpr bool has_binary_body =
 /// backend (capture divides in f32); max and min give NaN if either operand is NaN, else the
 /// larger (smaller), the first operand on ties.
 template <op O, class M, class V>
-KILN_INLINE KILN_HD V binary(const V& a, const V& b) {
+KILN_ALWAYS_INLINE KILN_HD V binary(const V& a, const V& b) {
   if constexpr (std::is_same_v<V, bool>) {
     static_assert(O == op::max || O == op::min, "kiln: bool arithmetic other than max/min");
     if constexpr (O == op::max) return a || b;
@@ -124,7 +124,7 @@ KILN_INLINE KILN_HD V binary(const V& a, const V& b) {
 /// A comparison op: a mask of V's lanes (bool for scalars). ne is the unordered not-equal of
 /// IEEE and C++ (NaN != x is true), which is !(a == b) for batches too.
 template <op O, class V>
-KILN_INLINE KILN_HD auto compare(const V& a, const V& b) {
+KILN_ALWAYS_INLINE KILN_HD auto compare(const V& a, const V& b) {
   if constexpr (O == op::eq) return a == b;
   else if constexpr (O == op::ne) return !(a == b);  // (xsimd's != is the ordered one)
   else if constexpr (O == op::lt) return a < b;
