@@ -115,7 +115,8 @@ KILN_ALWAYS_INLINE KILN_HD V binary(const V& a, const V& b) {
     else if constexpr (O == op::div) return a / b;
     else if constexpr (O == op::max || O == op::min) {
       const V pick = O == op::max ? M::select(a < b, b, a) : M::select(b < a, b, a);
-      return M::select(M::isnan(a) | M::isnan(b), a + b, pick);  // a + b: a NaN
+      if constexpr (std::is_arithmetic_v<V>) return M::isnan(a) || M::isnan(b) ? a + b : pick;  // a + b: a NaN
+      else return M::select(M::isnan(a) | M::isnan(b), a + b, pick);
     } else if constexpr (O == op::pow) return M::pow(a, b);
     else static_assert(O == op::add, "kiln: not a binary op");
   }
