@@ -154,38 +154,43 @@ struct decomposer {
   }
 
   /// A rule: emits node n (inputs already renumbered) in primitives; returns its new index.
-  using rule = int (*)(decomposer&, const node& n);
+  /// `present` says whether there is one (not a null test of the pointer: g++ cannot compare a
+  /// function pointer with null in constant evaluation when built with the sanitizers).
+  struct rule {
+    int (*apply)(decomposer&, const node& n) = nullptr;
+    bool present = false;
+  };
 
   /// The rule of op o, or nullptr for a primitive. The one list of rules: every op that
   /// graph/ops.hpp marks composite has one here, and no other (checked below).
   static constexpr rule rule_for(op o) {
     using d = decomposer;
     switch (o) {
-      case op::relu: return [](d& r, const node& n) { return r.relu(n.in[0]); };
-      case op::sigmoid: return [](d& r, const node& n) { return r.sigmoid(n.in[0]); };
-      case op::silu: return [](d& r, const node& n) { return r.silu(n.in[0]); };
-      case op::gelu: return [](d& r, const node& n) { return r.gelu(n.in[0]); };
-      case op::gelu_tanh: return [](d& r, const node& n) { return r.gelu_tanh(n.in[0]); };
-      case op::softplus: return [](d& r, const node& n) { return r.softplus(n.in[0]); };
-      case op::mean: return [](d& r, const node& n) { return r.mean(n.in[0], n.axes, n.keepdim); };
-      case op::var: return [](d& r, const node& n) { return r.var(n.in[0], n.axes, n.keepdim, n.value); };
-      case op::softmax: return [](d& r, const node& n) { return r.softmax(n.in[0], n.axis); };
-      case op::log_softmax: return [](d& r, const node& n) { return r.log_softmax(n.in[0], n.axis); };
-      case op::layer_norm: return [](d& r, const node& n) { return r.layer_norm(n.in[0], n.in[1], n.in[2], n.in[3]); };
-      case op::linear: return [](d& r, const node& n) { return r.linear(n.in[0], n.in[1], n.in[2]); };
-      case op::mse_loss: return [](d& r, const node& n) { return r.mse_loss(n.in[0], n.in[1]); };
-      case op::cross_entropy: return [](d& r, const node& n) { return r.cross_entropy(n.in[0], n.in[1]); };
-      case op::conv2d: return [](d& r, const node& n) { return r.conv2d(n.in[0], n.in[1], n.in[2], window_of(n)); };
+      case op::relu: return {[](d& r, const node& n) { return r.relu(n.in[0]); }, true};
+      case op::sigmoid: return {[](d& r, const node& n) { return r.sigmoid(n.in[0]); }, true};
+      case op::silu: return {[](d& r, const node& n) { return r.silu(n.in[0]); }, true};
+      case op::gelu: return {[](d& r, const node& n) { return r.gelu(n.in[0]); }, true};
+      case op::gelu_tanh: return {[](d& r, const node& n) { return r.gelu_tanh(n.in[0]); }, true};
+      case op::softplus: return {[](d& r, const node& n) { return r.softplus(n.in[0]); }, true};
+      case op::mean: return {[](d& r, const node& n) { return r.mean(n.in[0], n.axes, n.keepdim); }, true};
+      case op::var: return {[](d& r, const node& n) { return r.var(n.in[0], n.axes, n.keepdim, n.value); }, true};
+      case op::softmax: return {[](d& r, const node& n) { return r.softmax(n.in[0], n.axis); }, true};
+      case op::log_softmax: return {[](d& r, const node& n) { return r.log_softmax(n.in[0], n.axis); }, true};
+      case op::layer_norm: return {[](d& r, const node& n) { return r.layer_norm(n.in[0], n.in[1], n.in[2], n.in[3]); }, true};
+      case op::linear: return {[](d& r, const node& n) { return r.linear(n.in[0], n.in[1], n.in[2]); }, true};
+      case op::mse_loss: return {[](d& r, const node& n) { return r.mse_loss(n.in[0], n.in[1]); }, true};
+      case op::cross_entropy: return {[](d& r, const node& n) { return r.cross_entropy(n.in[0], n.in[1]); }, true};
+      case op::conv2d: return {[](d& r, const node& n) { return r.conv2d(n.in[0], n.in[1], n.in[2], window_of(n)); }, true};
       case op::max_pool2d:
-      case op::avg_pool2d: return [](d& r, const node& n) { return r.pool2d(n.o, n.in[0], window_of(n)); };
-      default: return nullptr;  // a primitive
+      case op::avg_pool2d: return {[](d& r, const node& n) { return r.pool2d(n.o, n.in[0], window_of(n)); }, true};
+      default: return {};  // a primitive
     }
   }
 
   /// Emits node n (inputs already renumbered) in primitive form; returns its new index.
   constexpr int run(const node& n) {
     const rule r = rule_for(n.o);
-    return r ? r(*this, n) : b.emit(n);
+    return r.present ? r.apply(*this, n) : b.emit(n);
   }
 };
 
@@ -193,7 +198,7 @@ struct decomposer {
 /// primitive), or -1.
 constexpr int first_rule_mismatch() {
   for (int i = 0; i < kiln::detail::op_count; ++i)
-    if ((decomposer::rule_for(static_cast<op>(i)) != nullptr) != !is_primitive(static_cast<op>(i))) return i;
+    if (decomposer::rule_for(static_cast<op>(i)).present != !is_primitive(static_cast<op>(i))) return i;
   return -1;
 }
 static_assert(first_rule_mismatch() < 0,
