@@ -30,7 +30,10 @@ for c in "$old" "$new"; do
 done
 unset KILN_BENCH_RESTARTED
 cpu=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2 | xargs)
-flags=$(grep -o -m1 -E "avx512f|avx2" /proc/cpuinfo | head -1)
+cpu="$cpu, family $(grep -m1 "cpu family" /proc/cpuinfo | cut -d: -f2 | xargs) model $(grep -m1 -E "^model\s" /proc/cpuinfo | cut -d: -f2 | xargs)"
+flags=none
+grep -qw avx2 /proc/cpuinfo && flags=avx2
+grep -qw avx512f /proc/cpuinfo && flags=avx512f
 for r in $(seq 1 "$rounds"); do
   for c in "$old" "$new"; do
     echo "compare: round $r, $c"
