@@ -12,44 +12,6 @@
 
 namespace kt {
 
-/// Largest difference between two tensors of one shape, each element |a - b| / (1 + |a|) for
-/// floating dtypes (NaN must meet NaN, an infinity the same infinity: else +inf), and 0 or
-/// +inf (any mismatch) for integers and bools.
-inline double difference(const kiln::any_tensor& want, const kiln::any_tensor& got) {
-  using namespace kiln;
-  REQUIRE(want.dt() == got.dt());
-  REQUIRE(want.shape() == got.shape());
-  any_tensor a(f64, want.shape()), b(f64, got.shape());
-  a.copy_from(want);
-  b.copy_from(got);
-  const bool exact = !is_floating(want.dt());
-  double worst = 0;
-  for (index_t i = 0; i < a.numel(); ++i) {
-    const double p = a.data<double>()[i], q = b.data<double>()[i];
-    if (std::isnan(p) || std::isnan(q)) {
-      if (std::isnan(p) != std::isnan(q)) return INFINITY;
-      continue;
-    }
-    if (std::isinf(p) || std::isinf(q)) {
-      if (p != q) return INFINITY;
-      continue;
-    }
-    if (exact) {
-      if (p != q) return INFINITY;
-      continue;
-    }
-    worst = std::max(worst, std::fabs(p - q) / (1 + std::fabs(p)));
-  }
-  return worst;
-}
-
-/// Whether two tensors hold the same bytes (1 thread against all threads).
-inline bool same_bits(const kiln::any_tensor& a, const kiln::any_tensor& b) {
-  if (!(a.shape() == b.shape()) || a.dt() != b.dt()) return false;
-  const kiln::any_tensor x = a.contiguous(), y = b.contiguous();
-  return std::memcmp(x.bytes(), y.bytes(), static_cast<std::size_t>(x.numel()) * kiln::size_of(x.dt())) == 0;
-}
-
 /// The leaf table of e from those of `feeds` that name one of its placeholders (tests pass one
 /// set of inputs to several expressions).
 template <class E>

@@ -157,6 +157,24 @@ TEST_CASE("a pointwise chain is one kernel, run fused, and errors come from the 
                        "kiln: add: shapes [3, 64] and [5] cannot be broadcast together", shape_error);
 }
 
+TEST_CASE("stats().threaded counts the kernels that split their loop among threads") {
+  using X = input<"x", f32, shape<dyn>>;
+  using E = decltype(exp(X{}) * 2.0f);
+  const auto big = kt::leaves_of(E{}, {{"x", kt::rand<float, 1>({1 << 18})}});
+  const auto small = kt::leaves_of(E{}, {{"x", kt::rand<float, 1>({1000})}});
+  const int old = cpu::set_num_threads(2);
+  cpu::stats() = {};
+  cpu::run_schedule<plan<E>::schedule>(big);
+  CHECK(cpu::stats().threaded == 1);
+  cpu::run_schedule<plan<E>::schedule>(small);  // too little work to split
+  CHECK(cpu::stats().threaded == 1);
+  cpu::set_num_threads(1);
+  cpu::run_schedule<plan<E>::schedule>(big);
+  CHECK(cpu::stats().threaded == 1);
+  CHECK(cpu::stats().kernels == 3);
+  cpu::set_num_threads(old);
+}
+
 TEST_CASE("non-temporal stores (stream_threshold) change no result: aligned, unaligned, several outputs") {
   CHECK(cpu::stream_threshold() > 0);  // the last-level cache by default
   using X = input<"x", f32, shape<dyn, dyn>>;

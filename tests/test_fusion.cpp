@@ -105,3 +105,31 @@ TEST_CASE("cross_entropy and the passes called at run time") {
   CHECK(s.kernels.size() == plan<decltype(loss)>::schedule.kernels.size());
   CHECK(check_graph(s.g) == nullptr);
 }
+
+TEST_CASE("an iota whose kernel comes before the kernel of the value it takes its extent from") {
+  // iota reads only its input's shape, so the fusion pass may put it in an earlier kernel than
+  // that input's; eager::run_schedule takes the shape of an input not computed yet from a plain run
+  passes::builder b;
+  node n = passes::builder::make(op::input, f64, dims{dyn, 2});
+  n.set_name("a");
+  n.slot = 0;
+  const int a = b.emit(n);
+  n.shape = dims{dyn, 1};
+  n.set_name("c");
+  n.slot = 1;
+  const int c = b.emit(n);
+  b.g.leaves = 2;
+  const int m = b.mul(a, c);
+  const int i = b.cast(b.iota(m, 1, i64), f64);
+  b.g.outputs = {b.add(b.binary(op::max, m, i), c)};
+  const passes::schedule s = passes::compile(b.g);
+  REQUIRE(check_graph(s.g) == nullptr);
+  int iota_kernel = -1, mul_kernel = -1;
+  for (std::size_t k = 0; k < s.g.nodes.size(); ++k) {
+    if (s.g.nodes[k].o == op::iota) iota_kernel = s.kernel_of[k];
+    if (s.g.nodes[k].o == op::mul) mul_kernel = s.kernel_of[k];
+  }
+  CHECK(iota_kernel < mul_kernel);
+  const std::vector<any_tensor> leaves = {kt::random<double, 2>({5, 2}).any(), kt::random<double, 2>({5, 1}).any()};
+  CHECK(kt::difference(eager::run(b.g, leaves)[0], eager::run_schedule(s, leaves)[0]) == 0);
+}

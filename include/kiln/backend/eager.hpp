@@ -829,9 +829,24 @@ std::vector<any_tensor> run_schedule(const S& s, const std::vector<any_tensor>& 
   if (static_cast<int>(leaves.size()) != g.leaves) throw std::invalid_argument("kiln: eager: wrong leaf count");
   std::vector<any_tensor> vals(n);
   std::vector<dims> shapes(n);  // of every computed value, kept when the value is dropped
+  std::vector<char> shaped(n, 0);
   std::vector<int> occupant(s.buffers.size(), -1);
+  // The shape of node i, from the graph run node by node up to i: for an operand whose values
+  // are not read (iota's), whose kernel may come later than its reader's.
+  std::vector<any_tensor> plain(n);
+  std::size_t plain_done = 0;
+  auto plain_shape = [&](int i) {
+    for (; plain_done <= static_cast<std::size_t>(i); ++plain_done) {
+      const node& x = g.nodes[plain_done];
+      any_tensor in[4];
+      for (int j = 0; j < x.nin(); ++j) in[j] = plain[static_cast<std::size_t>(x.in[j])];
+      plain[plain_done] = kind_of(x.o) == op_kind::leaf ? leaves[static_cast<std::size_t>(x.slot)] : detail::run_node(x, in);
+    }
+    return plain[static_cast<std::size_t>(i)].shape();
+  };
   // leaves, constants and views have no kernel: evaluate them on demand. An operand whose
-  // values are not read (iota's, rand's) may be gone: zeros of its shape stand in for it.
+  // values are not read (iota's, rand's) may be gone, or not computed yet: zeros of its shape
+  // stand in for it.
   auto value = [&](auto& self, int i, bool values) -> any_tensor {
     const node& x = g.nodes[static_cast<std::size_t>(i)];
     if (kind_of(x.o) == op_kind::leaf) return leaves[static_cast<std::size_t>(x.slot)];
@@ -843,7 +858,7 @@ std::vector<any_tensor> run_schedule(const S& s, const std::vector<any_tensor>& 
     const any_tensor& v = vals[static_cast<std::size_t>(i)];
     const int b = s.buffer_of[static_cast<std::size_t>(i)];
     if (!v.defined() || (b >= 0 && occupant[static_cast<std::size_t>(b)] != i)) {
-      if (!values) return any_tensor(x.dt, shapes[static_cast<std::size_t>(i)]);
+      if (!values) return any_tensor(x.dt, shaped[static_cast<std::size_t>(i)] ? shapes[static_cast<std::size_t>(i)] : plain_shape(i));
       throw std::logic_error("kiln: schedule reads node " + std::to_string(i) + " (" + std::string(name(x.o)) +
                              ") after its value was dropped");
     }
@@ -857,6 +872,7 @@ std::vector<any_tensor> run_schedule(const S& s, const std::vector<any_tensor>& 
       for (int j = 0; j < x.nin(); ++j) in[j] = value(value, x.in[j], reads_input_values(x.o, j));
       vals[i] = detail::run_node(x, in);
       shapes[i] = vals[i].shape();
+      shaped[i] = 1;
       if (s.buffer_of[i] >= 0) occupant[static_cast<std::size_t>(s.buffer_of[i])] = static_cast<int>(i);
     }
     for (std::size_t i = 0; i < n; ++i)

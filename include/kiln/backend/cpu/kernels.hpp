@@ -663,6 +663,12 @@ struct kernel_code {
 
   static void run(state& st) {
     ++stats().kernels;
+    const long splits = split_loops();
+    run_kernel(st);
+    stats().threaded += split_loops() != splits;
+  }
+
+  static void run_kernel(state& st) {
     if constexpr (I.per_node) {
       ++stats().node_by_node;
       chunked<N>([&](auto seq) { run_nodes(st, seq); });

@@ -52,6 +52,13 @@ inline bool& in_parallel_region() {
   return inside;
 }
 
+/// The parallel_for calls this thread made that ran split among more than one thread (a team's,
+/// the pool's or OpenMP's): what stats().threaded counts per kernel.
+inline long& split_loops() {
+  thread_local long n = 0;
+  return n;
+}
+
 /// Waits until done() holds: spins (yielding the core to any thread that wants it) for up to
 /// `spin`, then returns false if it still does not hold.
 template <class Done>
@@ -381,6 +388,7 @@ void parallel_for(index_t n, index_t grain, F&& fn, int per_thread = chunks_per_
   if (team) {
     const std::function<void(int)> job = chunk;
     team->run(chunks, job);
+    ++detail::split_loops();
     return;
   }
   detail::watch_fork();
@@ -393,6 +401,7 @@ void parallel_for(index_t n, index_t grain, F&& fn, int per_thread = chunks_per_
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
       for (int c = 0; c < chunks; ++c) chunk(c);
     }
+    ++detail::split_loops();
     return;
   }
 #endif
@@ -400,7 +409,8 @@ void parallel_for(index_t n, index_t grain, F&& fn, int per_thread = chunks_per_
   // the pool: this loop then runs on the calling thread rather than wait for it (a body that
   // waits for this thread would never end).
   const std::function<void(int)> job = chunk;
-  if (!detail::pool::get().try_run(chunks, threads, job)) fn(index_t{0}, n);
+  if (detail::pool::get().try_run(chunks, threads, job)) ++detail::split_loops();
+  else fn(index_t{0}, n);
 }
 
 /// Runs body() on the calling thread with a team of num_threads() threads (more than one, not

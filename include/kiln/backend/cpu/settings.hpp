@@ -19,10 +19,10 @@ namespace kiln::cpu {
 /// result with non-temporal stores (stream_threshold), and how many row kernels' calls qualified
 /// for running each row's final sweep in the next row's sweep (kernel_code::pipelined); and
 /// `deferred`: the rows whose final sweep this thread deferred so (counted on the thread that
-/// ran the rows, which is the caller's with one thread). Tests use it to check that a plan's
-/// kernels run as planned.
+/// ran the rows, which is the caller's with one thread); `threaded`: the kernels that split a
+/// loop among more than one thread. Tests use it to check that a plan's kernels run as planned.
 struct run_stats {
-  long kernels = 0, fused = 0, node_by_node = 0, streamed = 0, pipelined = 0, deferred = 0;
+  long kernels = 0, fused = 0, node_by_node = 0, streamed = 0, pipelined = 0, deferred = 0, threaded = 0;
 };
 inline run_stats& stats() {
   static thread_local run_stats s;
