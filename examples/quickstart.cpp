@@ -16,12 +16,12 @@ int main() {
   for (index_t i = 0; i < 2; ++i) std::printf("  %6.1f %6.1f %6.1f\n", c(i, 0), c(i, 1), c(i, 2));
 
   // A two-layer MLP written with placeholders. Its type is its graph: shapes and dtypes are
-  // checked while this file compiles (try changing 16 to 17 in w2's shape).
-  auto x = input<"x", f32, shape<dyn, 8>>{};
-  auto w1 = param<"w1", f32, shape<8, 16>>{};
-  auto b1 = param<"b1", f32, shape<16>>{};
-  auto w2 = param<"w2", f32, shape<16, 4>>{};
-  auto logits = matmul(gelu(matmul(x, w1) + b1), w2);
+  // checked while this file compiles (try changing 16 to 17 in W2's shape).
+  using X = input<"x", f32, shape<dyn, 8>>;
+  using W1 = param<"w1", f32, shape<8, 16>>;
+  using B1 = param<"b1", f32, shape<16>>;
+  using W2 = param<"w2", f32, shape<16, 4>>;
+  auto logits = matmul(gelu(matmul(X{}, W1{}) + B1{}), W2{});
   auto probs = exp(logits) / sum<1>(exp(logits), keepdim);
 
   constexpr const auto& g = traced<decltype(probs)>::value;
@@ -42,11 +42,11 @@ int main() {
     for (index_t i = 0; i < t.numel(); ++i) t.data()[i] = normal(rng);
     return t;
   };
+  // Tensors are bound to the placeholders by type: leaving one out, binding one twice or
+  // binding a placeholder that probs does not have is a compile error that names it.
   auto xv = fill(tensor<float, 2>({3, 8}));
-  auto p = eval(probs, {{"x", xv},
-                        {"w1", fill(tensor<float, 2>({8, 16}))},
-                        {"b1", fill(tensor<float, 1>({16}))},
-                        {"w2", fill(tensor<float, 2>({16, 4}))}});
+  auto p = eval(probs, X{} = xv, W1{} = fill(tensor<float, 2>({8, 16})), B1{} = fill(tensor<float, 1>({16})),
+                W2{} = fill(tensor<float, 2>({16, 4})));
   std::printf("\nsoftmax(MLP(x)) for 3 random rows (each row sums to 1):\n");
   for (index_t i = 0; i < 3; ++i) {
     float row = 0;

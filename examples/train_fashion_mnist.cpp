@@ -150,14 +150,13 @@ std::vector<index_t> order(index_t n, std::uint64_t seed, int epoch) {
 
 // Fraction of the images whose largest logit is their label.
 template <class M>
-double accuracy(const dataset& d, const nn::state_dict& params) {
+double accuracy(const dataset& d, const nn::param_set<typename M::net::params>& params) {
   static const auto forward = compile(logits_of<M>);
   constexpr index_t chunk = 2000;
   index_t right = 0;
   for (index_t at = 0; at < d.size(); at += chunk) {
     const index_t n = std::min(chunk, d.size() - at);
-    const auto f = nn::feeds(params, {{"x", d.images.slice(0, at, at + n).reshape(M::batch(n))}});
-    const tensor<float, 2> z = forward(std::span<const feed>(f));
+    const tensor<float, 2> z = forward(typename M::X{} = d.images.slice(0, at, at + n).reshape(M::batch(n)), params);
     const std::int64_t* y = d.labels.data<std::int64_t>() + at;
     for (index_t i = 0; i < n; ++i) {
       index_t best = 0;
@@ -216,7 +215,7 @@ int train(const options& o) {
         y.data<std::int64_t>()[i] = train.labels.data<std::int64_t>()[k];
       }
       tr.options().lr = schedule(tr.steps() + 1);
-      loss_sum += tr.step({{"x", x.reshape(M::batch(n))}, {"y", y}});
+      loss_sum += tr.step(typename M::X{} = x.reshape(M::batch(n)), Y{} = y);
       if (!o.quiet && (s % 50 == 49 || s + 1 == steps_per_epoch)) {
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         const int width = 30, done = static_cast<int>(width * (s + 1) / steps_per_epoch);

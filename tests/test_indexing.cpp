@@ -218,7 +218,7 @@ TEST_CASE("nn modules: conv2d, pooling, flatten, dropout in training mode only, 
   // inference: no random op, no seed needed
   constexpr auto infer = net{}(In{});
   static_assert(count_op(traced<decltype(infer)>::value, op::rand) == 0);
-  const std::vector<feed> fi = nn::feeds(p, {{"x", x}}), ft = nn::feeds(p, {{"x", x}, {"kiln.seed", seed}});
+  const auto fi = nn::feeds(p, {{"x", x}}), ft = nn::feeds(p, {{"x", x}, {"kiln.seed", seed}});
   const any_tensor yi = eval_all(infer, std::span<const feed>(fi))[0];
   CHECK(yi.shape() == dims{3, 10});
   // training: the dropout draws from the seed

@@ -262,12 +262,12 @@ TEST_CASE("a trainer learns, and resuming from its checkpoint continues to the b
   CHECK(md.at("note") == "half way");
   CHECK(c.steps() == 20);
   train(c, 20, 40);
-  for (const auto& entry : a.params()) {  // not a structured binding: clang 14 cannot capture one
+  for (const auto& entry : nn::state_dict(a.params())) {  // not a structured binding: clang 14 cannot capture one
     const std::string& n = entry.first;
     CAPTURE(n);
     CHECK(std::memcmp(entry.second.bytes(), c.params().at(n).bytes(), static_cast<std::size_t>(entry.second.numel()) * 4) == 0);
   }
-  for (const auto& entry : a.states()) {  // not a structured binding: clang 14 cannot capture one
+  for (const auto& entry : nn::state_dict(a.states())) {  // not a structured binding: clang 14 cannot capture one
     const std::string& n = entry.first;
     CAPTURE(n);
     CHECK(std::memcmp(entry.second.bytes(), c.states().at(n).bytes(), static_cast<std::size_t>(entry.second.numel()) * 4) == 0);

@@ -2,11 +2,18 @@
 // fused kernels of the expression's plan) or any other (backend/backend.hpp).
 //
 //   tensor<float, 2> c = a + b * 2;                       // bound tensors: eager style
-//   auto y = relu(matmul(input<"x", f32, shape<dyn, 4>>{}, param<"w", f32, shape<4, 3>>{}));
-//   auto out = eval(y, {{"x", x}, {"w", w}});           // placeholders bound by name
-//   auto ref = eval(y, {{"x", x}, {"w", w}}, eager::backend);  // the reference
+//   using X = input<"x", f32, shape<dyn, 4>>;
+//   using W = param<"w", f32, shape<4, 3>>;
+//   auto y = relu(matmul(X{}, W{}));
+//   auto out = eval(y, X{} = x, W{} = w);                // placeholders bound by type
+//   auto ref = eval(y, X{} = x, W{} = w, eager::backend);  // the reference
 //   auto f = compile(y);                                 // kiln::default_backend
-//   auto out2 = f({{"x", x}, {"w", w}});
+//   auto out2 = f(X{} = x, W{} = w);
+//
+// Binding by type is checked while the program compiles: every placeholder of the expression
+// bound once, every feed a placeholder of it (graph/binding.hpp names the errors). Binding by
+// name (`eval(y, {{"x", x}, {"w", w}})`, kiln::feed) is checked when it runs; it is for names
+// that are run-time data.
 #pragma once
 
 #include <bit>
@@ -22,6 +29,7 @@
 #include "backend/default.hpp"
 #include "debug/logs.hpp"
 #include "core/tensor.hpp"
+#include "graph/binding.hpp"
 #include "graph/expr.hpp"
 #include "graph/expr_nn.hpp"
 #include "graph/grad.hpp"
@@ -36,13 +44,12 @@ struct feed {
   any_tensor value;
 };
 
-/// The leaf table of graph g for expression value e, with placeholders bound from `feeds`.
-/// Throws if a placeholder has no tensor, a tensor has the wrong dtype or shape, or a feed
-/// names no placeholder of the graph.
+namespace detail {
+/// The leaf table of graph g for expression value e with its bound tensors and C++ scalars in
+/// place; the placeholders' slots are left for the caller.
 template <class G, traceable E>
-std::vector<any_tensor> bind_leaves(const G& g, const E& e, std::span<const feed> feeds) {
+std::vector<any_tensor> leaves_with_data(const G& g, const E& e) {
   std::vector<any_tensor> leaves(static_cast<std::size_t>(g.leaves));
-  std::vector<char> used(feeds.size(), 0);
   // bound tensors and C++ scalars: each data item to its slot (a shared subtree's later uses
   // map to the first use's slots, and must hold the same values)
   constexpr const auto& bind = traced<E>::binding;
@@ -75,32 +82,53 @@ std::vector<any_tensor> bind_leaves(const G& g, const E& e, std::span<const feed
     scalar_of[s] = v;
   }
   for (const node& n : g.nodes) {
-    if (kind_of(n.o) != op_kind::leaf || n.o == op::bound) continue;
+    if (n.o != op::scalar) continue;
     any_tensor& slot = leaves[static_cast<std::size_t>(n.slot)];
-    if (n.o == op::scalar) {
-      const scalar_value v = scalar_of[static_cast<std::size_t>(n.slot)];
-      slot = any_tensor(n.dt, dims{});
-      visit(n.dt, [&]<dtype D>() {
-        *reinterpret_cast<storage_t<D>*>(slot.bytes()) =
-            storage_t<D>(is_floating(D) ? static_cast<compute_t<D>>(v.f) : static_cast<compute_t<D>>(v.i));
-      });
-      continue;
-    }
-    const std::string what = std::string(name(n.o)) + " '" + std::string(n.label()) + "'";
+    const scalar_value v = scalar_of[static_cast<std::size_t>(n.slot)];
+    slot = any_tensor(n.dt, dims{});
+    visit(n.dt, [&]<dtype D>() {
+      *reinterpret_cast<storage_t<D>*>(slot.bytes()) =
+          storage_t<D>(is_floating(D) ? static_cast<compute_t<D>>(v.f) : static_cast<compute_t<D>>(v.i));
+    });
+  }
+  return leaves;
+}
+
+/// Whether tensor shape `got` fits the declared shape (dyn extents take any value).
+constexpr bool fits_declared(const dims& declared, const dims& got) {
+  bool fits = got.rank == declared.rank;
+  for (int i = 0; fits && i < declared.rank; ++i) fits = declared.e[i] == dyn || declared.e[i] == got.e[i];
+  return fits;
+}
+
+/// Checks a tensor bound to a placeholder (`what`: "param 'w1'") against its declaration.
+inline void check_bound(const any_tensor& t, dtype dt, const dims& shape, const auto& what) {
+  if (!t.defined()) throw std::invalid_argument("kiln: eval: the tensor bound to " + what() + " is undefined");
+  if (t.dt() != dt) throw dtype_error(what(), dt, t.dt());
+  if (!fits_declared(shape, t.shape())) throw shape_error(what(), shape, t.shape(), "differ (declared, bound)");
+}
+}  // namespace detail
+
+/// The leaf table of graph g for expression value e, with placeholders bound from `feeds`.
+/// Throws if a placeholder has no tensor, a tensor has the wrong dtype or shape, or a feed
+/// names no placeholder of the graph.
+template <class G, traceable E>
+std::vector<any_tensor> bind_leaves(const G& g, const E& e, std::span<const feed> feeds) {
+  std::vector<any_tensor> leaves = detail::leaves_with_data(g, e);
+  std::vector<char> used(feeds.size(), 0);
+  for (const node& n : g.nodes) {
+    if (n.o != op::input && n.o != op::param) continue;
+    any_tensor& slot = leaves[static_cast<std::size_t>(n.slot)];
+    const auto what = [&] { return std::string(name(n.o)) + " '" + std::string(n.label()) + "'"; };
     const feed* f = nullptr;
     for (std::size_t i = 0; i < feeds.size(); ++i)
       if (feeds[i].name == n.label()) {
         f = &feeds[i];
         used[i] = 1;
       }
-    if (!f) throw std::invalid_argument("kiln: eval: no tensor bound to " + what);
-    const any_tensor& t = f->value;
-    if (!t.defined()) throw std::invalid_argument("kiln: eval: the tensor bound to " + what + " is undefined");
-    if (t.dt() != n.dt) throw dtype_error(what, n.dt, t.dt());
-    bool fits = t.rank() == n.shape.rank;
-    for (int i = 0; fits && i < n.shape.rank; ++i) fits = n.shape.e[i] == dyn || n.shape.e[i] == t.shape().e[i];
-    if (!fits) throw shape_error(what, n.shape, t.shape(), "differ (declared, bound)");
-    slot = t;
+    if (!f) throw std::invalid_argument("kiln: eval: no tensor bound to " + what());
+    detail::check_bound(f->value, n.dt, n.shape, what);
+    slot = f->value;
   }
   for (std::size_t i = 0; i < feeds.size(); ++i)
     if (!used[i])
@@ -114,6 +142,182 @@ std::vector<any_tensor> bind_leaves(const G& g, const E& e, std::initializer_lis
   return bind_leaves(g, e, std::span<const feed>(feeds.begin(), feeds.size()));
 }
 
+// ---- binding by type (graph/binding.hpp) ---------------------------------------------------
+
+namespace detail {
+enum class bind_mistake { none, twice, not_a_placeholder, declared_otherwise, unbound };
+struct bind_finding {
+  bind_mistake what = bind_mistake::none;
+  int at = 0;  ///< the feed (twice, not_a_placeholder, declared_otherwise) or the node (unbound)
+};
+constexpr bool is_placeholder_node(const node& n) { return n.o == op::input || n.o == op::param; }
+
+/// The indices of the placeholder nodes of E's graph (one pass over the graph, shared by the
+/// checks below, so that they cost placeholders x feeds, not nodes x feeds).
+template <class E>
+struct placeholder_nodes {
+  static constexpr std::size_t count = [] {
+    std::size_t c = 0;
+    for (const node& x : traced<E>::value.nodes) c += is_placeholder_node(x);
+    return c;
+  }();
+  static constexpr std::array<int, count> value = [] {
+    std::array<int, count> r{};
+    std::size_t c = 0;
+    const auto& nodes = traced<E>::value.nodes;
+    for (std::size_t k = 0; k < nodes.size(); ++k)
+      if (is_placeholder_node(nodes[k])) r[c++] = static_cast<int>(k);
+    return r;
+  }();
+};
+
+/// The first mistake in binding placeholder types P... to the graph of E: a placeholder bound
+/// twice, a feed for a placeholder that E does not have (or has with another kind, dtype or
+/// shape), or a placeholder of E left without a tensor.
+template <class E, class... P>
+constexpr bind_finding find_binding_mistake() {
+  constexpr int n = sizeof...(P);
+  const node keys[] = {P::make()..., node{}};
+  const auto& nodes = traced<E>::value.nodes;
+  constexpr const auto& holders = placeholder_nodes<E>::value;
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < i; ++j)
+      if (same_placeholder(keys[i], keys[j])) return {bind_mistake::twice, i};
+  for (int i = 0; i < n; ++i) {
+    bool exact = false, named = false;
+    for (const int k : holders)
+      if (nodes[k].label() == keys[i].label()) {
+        named = true;
+        exact = exact || same_placeholder(nodes[k], keys[i]);
+      }
+    if (!exact) return {named ? bind_mistake::declared_otherwise : bind_mistake::not_a_placeholder, i};
+  }
+  for (const int k : holders) {
+    bool bound = false;
+    for (int i = 0; i < n && !bound; ++i) bound = same_placeholder(nodes[k], keys[i]);
+    if (!bound) return {bind_mistake::unbound, k};
+  }
+  return {};
+}
+
+/// The name of node K of E's graph as a template argument.
+template <class E, std::size_t K>
+constexpr auto node_name() {
+  constexpr std::string_view l = traced<E>::value.nodes[K].label();
+  fixed_string<l.size() + 1> r;
+  for (std::size_t i = 0; i < l.size(); ++i) r.chars[i] = l[i];
+  return r;
+}
+
+/// The mistake in binding placeholder types P... to E's graph as one error type that says what
+/// is wrong and names the placeholder (graph/binding.hpp); nothing if the binding is right.
+template <class E, class... P>
+void report_binding(std::tuple<P...>*) {
+  constexpr bind_finding f = find_binding_mistake<E, P...>();
+  if constexpr (f.what == bind_mistake::unbound) {
+    constexpr auto k = static_cast<std::size_t>(f.at);
+    (void)error::no_tensor_bound_to<traced<E>::value.nodes[k].o, error::named_t<node_name<E, k>()>, false>::value;
+  } else if constexpr (f.what != bind_mistake::none) {
+    using Q = std::tuple_element_t<static_cast<std::size_t>(f.at), std::tuple<P...>>;
+    constexpr op kind = Q::make().o;
+    using N = error::named_t<Q::name>;
+    if constexpr (f.what == bind_mistake::twice) (void)error::placeholder_bound_twice<kind, N, false>::value;
+    else if constexpr (f.what == bind_mistake::not_a_placeholder)
+      (void)error::not_a_placeholder_of_this_expression<kind, N, false>::value;
+    else (void)error::placeholder_declared_otherwise<kind, N, Q::dt, typename Q::shape_type, false>::value;
+  }
+}
+template <class E, class... P>
+constexpr bool binding_is_right(std::tuple<P...>*) {
+  return find_binding_mistake<E, P...>().what == bind_mistake::none;
+}
+
+/// The leaf-table slots of placeholder P in E's graph.
+template <class E, class P>
+struct slots_of {
+  static constexpr std::size_t count = [] {
+    constexpr node p = P::make();
+    std::size_t c = 0;
+    for (const int k : placeholder_nodes<E>::value) c += same_placeholder(traced<E>::value.nodes[k], p);
+    return c;
+  }();
+  static constexpr std::array<int, count> value = [] {
+    constexpr node p = P::make();
+    std::array<int, count> r{};
+    std::size_t c = 0;
+    for (const int k : placeholder_nodes<E>::value)
+      if (same_placeholder(traced<E>::value.nodes[k], p)) r[c++] = traced<E>::value.nodes[k].slot;
+    return r;
+  }();
+};
+
+/// The placeholder types of typed-feed arguments A... (other arguments contribute none).
+template <class A>
+struct placeholders_of {
+  using type = std::tuple<>;
+};
+template <typed_feeds A>
+struct placeholders_of<A> {
+  using type = typename A::placeholders;
+};
+template <class... A>
+using placeholders_in =
+    decltype(std::tuple_cat(std::declval<typename placeholders_of<std::remove_cvref_t<A>>::type>()...));
+
+/// A null pointer to the tuple of the placeholder types of arguments A..., to pass them on.
+template <class... A>
+inline constexpr placeholders_in<A...>* placeholders_of_args = nullptr;
+
+template <class... A>
+struct last_arg {
+  using type = void;
+};
+template <class A0, class... A>
+struct last_arg<A0, A...> {
+  using type = std::remove_cvref_t<std::tuple_element_t<sizeof...(A), std::tuple<A0, A...>>>;
+};
+template <class... A>
+inline constexpr std::size_t typed_count = (std::size_t{0} + ... + std::size_t{typed_feeds<A>});
+
+/// Arguments of eval and eval_all: typed feeds, then perhaps a backend.
+template <class... A>
+concept feeds_then_backend = typed_count<A...> == sizeof...(A) ||
+                             (typed_count<A...> + 1 == sizeof...(A) && backend_type<typename last_arg<A...>::type>);
+template <class... A>
+using backend_of =
+    std::conditional_t<backend_type<typename last_arg<A...>::type>, typename last_arg<A...>::type, default_backend>;
+/// Arguments of a compiled expression's call: typed feeds, then perhaps an out= vector.
+template <class... A>
+concept feeds_then_out =
+    typed_count<A...> == sizeof...(A) ||
+    (typed_count<A...> + 1 == sizeof...(A) && std::same_as<std::tuple_element_t<sizeof...(A) - 1, std::tuple<A...>>,
+                                                           std::vector<any_tensor>&>);
+
+/// The leaf table of e's graph with its placeholders bound from the typed feeds among a...
+/// (other arguments, a backend or an out= vector, are skipped). kiln::binds has checked the
+/// binding at compile time; this checks what only run time knows: the dtype of an any_tensor,
+/// and the extents.
+template <traceable E, class... A>
+std::vector<any_tensor> bind_typed(const E& e, const A&... a) {
+  std::vector<any_tensor> leaves = leaves_with_data(traced<E>::value, e);
+  const auto bind = [&]<class P>(std::type_identity<P>, const any_tensor& t) {
+    check_bound(t, P::dt, P::shape, [] { return std::string(name(P::make().o)) + " '" + std::string(P::name.view()) + "'"; });
+    for (const int s : slots_of<E, P>::value) leaves[static_cast<std::size_t>(s)] = t;
+  };
+  [[maybe_unused]] const auto each = [&](const auto& arg) {
+    if constexpr (typed_feeds<decltype(arg)>) arg.for_each(bind);
+  };
+  (each(a), ...);
+  return leaves;
+}
+}  // namespace detail
+
+/// Whether typed feeds A... (`X{} = x`, tensor_sets) bind the placeholders of E: each
+/// placeholder of E bound once, each feed a placeholder of E. Where it is false, eval, compile
+/// and the trainer call detail::report_binding, one compile error naming the placeholder.
+template <traceable E, class... A>
+inline constexpr bool binds = detail::binding_is_right<E>(detail::placeholders_of_args<A...>);
+
 /// Evaluates an expression, or each expression of kiln::outputs(...), with backend B (the
 /// default backend unless named: `eval_all(e, feeds, kiln::eager::backend)`).
 template <traceable E, backend_type B = default_backend>
@@ -122,8 +326,19 @@ std::vector<any_tensor> eval_all(const E& e, std::span<const feed> feeds, B = B{
   return B::template run<program<E>>(bind_leaves(traced<E>::value, e, feeds), {});
 }
 template <traceable E, backend_type B = default_backend>
-std::vector<any_tensor> eval_all(const E& e, std::initializer_list<feed> feeds = {}, B b = B{}) {
+std::vector<any_tensor> eval_all(const E& e, std::initializer_list<feed> feeds, B b = B{}) {
   return eval_all(e, std::span<const feed>(feeds.begin(), feeds.size()), b);
+}
+/// The same with placeholders bound by type: `eval_all(step, X{} = x, W{} = w[, backend])`.
+template <traceable E, class... A>
+  requires detail::feeds_then_backend<A...>
+std::vector<any_tensor> eval_all(const E& e, const A&... a) {
+  if constexpr (!binds<E, A...>) {
+    detail::report_binding<E>(detail::placeholders_of_args<A...>);  // one compile error
+    return std::vector<any_tensor>{};
+  } else {
+    return detail::backend_of<A...>::template run<program<E>>(detail::bind_typed(e, a...), {});
+  }
 }
 
 /// Evaluates an expression, returning a dtype-erased tensor.
@@ -143,8 +358,12 @@ any_tensor eval_any(const E& e) {
 /// old values.
 template <expression E, backend_type B = default_backend>
 void eval_into(const E& e, any_tensor& dest, B = B{}) {
-  if constexpr (!E::shape.poisoned()) {  // else the mistake was reported where it was made
-      const std::vector<any_tensor> leaves = bind_leaves(traced<E>::value, e, std::span<const feed>{});
+  // a mistake in the expression was reported where it was made; an expression with placeholders
+  // has no tensor bound to them
+  if constexpr (E::shape.poisoned()) return;
+  else if constexpr (!binds<E>) detail::report_binding<E>(detail::placeholders_of_args<>);
+  else {
+    const std::vector<any_tensor> leaves = detail::bind_typed(e);
     if (!dest.defined()) dest = B::template run<program<E>>(leaves, {})[0];
     else B::template run<program<E>>(leaves, std::span<const any_tensor>(&dest, 1));
   }
@@ -163,19 +382,33 @@ auto eval(const E& e, std::span<const feed> feeds, B b = B{}) {
   else return tensor<storage_t<E::dt>, E::shape.rank>(std::move(eval_all(e, feeds, b)[0]));
 }
 template <expression E, backend_type B = default_backend>
-auto eval(const E& e, std::initializer_list<feed> feeds = {}, B b = B{}) {
+auto eval(const E& e, std::initializer_list<feed> feeds, B b = B{}) {
   return eval(e, std::span<const feed>(feeds.begin(), feeds.size()), b);
+}
+/// The same with placeholders bound by type, checked at compile time: `eval(y, X{} = x,
+/// W{} = w)`, `eval(logits, X{} = x, params)` (a tensor_set), `eval(y, X{} = x, eager::backend)`.
+template <expression E, class... A>
+  requires detail::feeds_then_backend<A...>
+auto eval(const E& e, const A&... a) {
+  if constexpr (E::shape.poisoned()) return any_tensor{};  // the mistake was reported where it was made
+  else if constexpr (!binds<E, A...>) {
+    detail::report_binding<E>(detail::placeholders_of_args<A...>);  // one compile error
+    return any_tensor{};
+  } else {
+    std::vector<any_tensor> out = detail::backend_of<A...>::template run<program<E>>(detail::bind_typed(e, a...), {});
+    return tensor<storage_t<E::dt>, E::shape.rank>(std::move(out[0]));
+  }
 }
 
 /// An expression compiled for a backend: call it with the tensors of its placeholders.
 ///   auto f = kiln::compile(gelu(linear(x, w, b)));   // kiln::default_backend
-///   tensor<float, 2> y = f({{"x", xv}, {"w", wv}, {"b", bv}});
+///   tensor<float, 2> y = f(X{} = xv, W{} = wv, B{} = bv);
 /// An expression gives one tensor of its dtype and rank; kiln::outputs(...) gives a vector.
 template <traceable E, backend_type B = default_backend>
 class compiled {
  public:
   explicit compiled(const E& e) : e_(e) { (void)plan<E>::schedule; }
-  auto operator()(std::initializer_list<feed> feeds = {}) const {
+  auto operator()(std::initializer_list<feed> feeds) const {
     std::vector<any_tensor> out = eval_all(e_, feeds, B{});
     if constexpr (expression<E>) return tensor<storage_t<E::dt>, E::shape.rank>(std::move(out[0]));
     else return out;
@@ -194,6 +427,28 @@ class compiled {
   }
   void operator()(std::initializer_list<feed> feeds, std::vector<any_tensor>& out) const {
     (*this)(std::span<const feed>(feeds.begin(), feeds.size()), out);
+  }
+  /// With placeholders bound by type, checked at compile time: `f(X{} = x, W{} = w)`, and with
+  /// an out= vector last, `f(X{} = x, W{} = w, out)`.
+  template <class... A>
+    requires detail::feeds_then_out<A...>
+  auto operator()(A&&... a) const {
+    if constexpr (detail::typed_count<A...> == sizeof...(A)) {
+      if constexpr (!binds<E, A...>) {
+        detail::report_binding<E>(detail::placeholders_of_args<A...>);  // one compile error
+        return any_tensor{};
+      } else {
+        std::vector<any_tensor> out = B::template run<program<E>>(detail::bind_typed(e_, a...), {});
+        if constexpr (expression<E>) return tensor<storage_t<E::dt>, E::shape.rank>(std::move(out[0]));
+        else return out;
+      }
+    } else if constexpr (!binds<E, A...>) {
+      detail::report_binding<E>(detail::placeholders_of_args<A...>);
+    } else {
+      std::vector<any_tensor>& out = std::get<sizeof...(A) - 1>(std::forward_as_tuple(a...));
+      out.resize(traced<E>::value.outputs.size());
+      out = B::template run<program<E>>(detail::bind_typed(e_, a...), out);
+    }
   }
   /// The frozen plan the calls run.
   static constexpr const auto& schedule = plan<E>::schedule;

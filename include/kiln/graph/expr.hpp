@@ -30,6 +30,7 @@
 #include "../core/shape.hpp"
 #include "../core/shape_rules.hpp"
 #include "../core/tensor.hpp"
+#include "binding.hpp"
 #include "check.hpp"
 #include "graph.hpp"
 #include "ops.hpp"
@@ -111,12 +112,23 @@ struct named_leaf : ex::leaf_base<0, 0> {
   }
 };
 
-/// A model input: `input<"x", f32, shape<dyn, 784>>`.
+/// A model input: `input<"x", f32, shape<dyn, 784>>`. `X{} = t` binds tensor t to it by type
+/// (`eval(y, X{} = t)`, graph/binding.hpp).
 template <fixed_string Name, dtype D, class S>
-struct input : named_leaf<op::input, Name, D, S> {};
-/// A model parameter: `param<"w1", f32, shape<784, 256>>`.
+struct input : named_leaf<op::input, Name, D, S> {
+  template <bindable_tensor T>
+  typed_feed<input> operator=(const T& t) const {
+    return bind_to<input>(t);
+  }
+};
+/// A model parameter: `param<"w1", f32, shape<784, 256>>`; `W1{} = t` binds t to it.
 template <fixed_string Name, dtype D, class S>
-struct param : named_leaf<op::param, Name, D, S> {};
+struct param : named_leaf<op::param, Name, D, S> {
+  template <bindable_tensor T>
+  typed_feed<param> operator=(const T& t) const {
+    return bind_to<param>(t);
+  }
+};
 
 namespace ex {
 

@@ -3,18 +3,22 @@
 //   using net = nn::mlp<"mlp", 784, 256, 128, 10>;     // linear(784,256) relu linear relu linear
 //   auto x = input<"x", f32, shape<dyn, 784>>{};
 //   auto logits = net{}(x);                             // an expression: net's params are placeholders
-//   nn::state_dict params = nn::make_params<net>(/*seed=*/1);   // "mlp.0.weight" -> tensor ...
-//   auto y = eval(logits, nn::feeds(params, {{"x", xv}}));
+//   auto params = nn::make_params<net>(/*seed=*/1);    // nn::param_set<net::params>
+//   auto y = eval(logits, decltype(x){} = xv, params);  // bound by type, checked at compile time
+//   params.get<nn::linear<"mlp.0", 784, 256>::weight>(); // one parameter's tensor<float, 2>
+//   nn::state_dict sd = params;                          // "mlp.0.weight" -> tensor (checkpoints)
 //
 // A module is a type with
 //   using params = std::tuple<param<...>...>;          its parameters (placeholder types)
 //   constexpr auto operator()(const X& x) const;        the expression it computes from x
 //   static void init(state_dict&, std::uint64_t seed);  PyTorch's default initial values
-// The parameter set of a model is known at compile time (names, dtypes, shapes: the tuple) and
-// lives at run time in a state_dict, tensors by name, which is what safetensors files hold.
+// The parameter set of a model is known at compile time (names, dtypes, shapes: the tuple); its
+// tensors live in an nn::param_set, one per parameter type, which converts to and from a
+// state_dict (tensors by name, what safetensors files hold; the names are run-time data there).
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <span>
 #include <string>
@@ -29,6 +33,13 @@ namespace kiln::nn {
 
 /// Tensors by name: a model's parameters, an optimizer's state (the type of io::tensor_map).
 using state_dict = std::map<std::string, any_tensor>;
+
+/// A model's parameters by type: one tensor for each parameter type of the tuple Params (a
+/// model's ::params), reached with get<W>() and usable as one argument of eval, compile and
+/// the trainer (`eval(logits, X{} = x, params)`). It converts to a state_dict, and is made
+/// from one, sharing the tensors' storage.
+template <class Params>
+using param_set = tensor_set<Params>;
 
 /// The parameter tuples of several modules, concatenated.
 template <class... M>
@@ -264,21 +275,46 @@ state_dict zeros_for() {
   return sd;
 }
 
-/// A model's parameters with the initial values of its modules, reproducible by seed.
+/// A model's parameters with the initial values of its modules, reproducible by seed (it
+/// converts to a state_dict where one is wanted).
 template <class Model>
-state_dict make_params(std::uint64_t seed) {
-  state_dict sd = zeros_for<typename Model::params>();
+param_set<typename Model::params> make_params(std::uint64_t seed) {
+  param_set<typename Model::params> ps;
+  state_dict sd = ps;  // the same tensors, by name
   Model::init(sd, seed);
-  return sd;
+  return ps;
 }
 
-/// Feeds binding every tensor of the state dicts by name, after `extra` (the inputs). The
-/// feeds refer to the dicts' names: keep the dicts alive while they are used.
-inline std::vector<feed> feeds(const state_dict& sd, std::initializer_list<feed> extra = {}) {
-  std::vector<feed> f(extra);
-  for (const auto& [name, t] : sd) f.push_back({name, t});
-  return f;
-}
+/// Feeds by name that own their names: what nn::feeds returns, taken wherever a
+/// std::span<const feed> is (eval, compile, the trainer's string forms).
+class named_feeds {
+ public:
+  named_feeds(const state_dict& sd, std::initializer_list<feed> extra) {
+    for (const feed& f : extra) add(f.name, f.value);
+    for (const auto& [name, t] : sd) add(name, t);
+  }
+  named_feeds(named_feeds&&) noexcept = default;
+  named_feeds& operator=(named_feeds&&) noexcept = default;
+  named_feeds(const named_feeds&) = delete;  // the feeds point into names_
+  named_feeds& operator=(const named_feeds&) = delete;
+
+  std::span<const feed> span() const { return feeds_; }
+  operator std::span<const feed>() const { return feeds_; }  // NOLINT: where feeds are taken
+  std::size_t size() const { return feeds_.size(); }
+
+ private:
+  void add(std::string_view name, const any_tensor& t) {
+    names_.emplace_back(name);  // a deque: earlier names stay where they are
+    feeds_.push_back({names_.back(), t});
+  }
+  std::deque<std::string> names_;
+  std::vector<feed> feeds_;
+};
+
+/// Feeds binding every tensor of the state dict by name, after `extra` (the inputs), for
+/// names that are run-time data; the feeds own their names. With the names known at compile
+/// time, bind by type instead: `eval(y, X{} = x, params)` with an nn::param_set.
+inline named_feeds feeds(const state_dict& sd, std::initializer_list<feed> extra = {}) { return {sd, extra}; }
 
 /// The number of elements of a parameter tuple.
 template <class Params>

@@ -6,7 +6,7 @@
 //   auto y = input<"y", i64, shape<dyn>>{};
 //   auto loss = cross_entropy(net{}(x), y);
 //   optim::trainer tr(loss, net::params{}, optim::adam{.lr = 1e-3}, nn::make_params<net>(seed));
-//   double l = tr.step({{"x", xb}, {"y", yb}});        // forward, backward, update: one plan
+//   double l = tr.step(X{} = xb, Y{} = yb);             // forward, backward, update: one plan
 //
 // An optimizer is a type with a rule `update(p, g, states...)` that returns the new parameter and
 // the new states as expressions of the parameter p, its gradient g and its state placeholders
@@ -14,10 +14,14 @@
 // rule to every parameter, and returns kiln::outputs(loss, p1', states1'..., p2', ...): one graph,
 // so the fusion pass puts each update into the kernel that computes its gradient where it can,
 // and the plan holds forward, backward and update together. Hyperparameters are rank-0 inputs
-// named "optim.<name>.<dtype>" that the trainer feeds at each step (learning-rate schedules and
-// Adam's bias corrections change them without recompiling). The rules follow torch.optim's documented algorithms.
+// hyper<D, "lr"> (named "optim.lr.f32") that the trainer binds by type at each step from the
+// optimizer's hypers(t), a hyper_values keyed by the same names at compile time (learning-rate
+// schedules and Adam's bias corrections change them without recompiling; a rule that reads a
+// hyperparameter hypers() does not give is a compile error naming it). The rules follow
+// torch.optim's documented algorithms.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <numbers>
@@ -44,16 +48,43 @@ constexpr auto dtype_suffix() {
 }  // namespace detail
 
 /// Hyperparameter H for parameters of dtype D: a rank-0 input of dtype D named "optim.H.D"
-/// ("optim.lr.f32"), which the trainer feeds with the value of "optim.H" rounded to D. Typed
-/// inputs, not casts inside the graph: a kernel reads them like any other operand.
+/// ("optim.lr.f32"), which the trainer binds to the value of H in the optimizer's hypers(t),
+/// rounded to D. Typed inputs, not casts inside the graph: a kernel reads them like any other
+/// operand.
 template <dtype D, fixed_string H>
 using hyper = input<fixed_string("optim.") + H + detail::dtype_suffix<D>(), D, shape<>>;
 template <dtype D, fixed_string H>
 constexpr auto hp() {
   return hyper<D, H>{};
 }
-/// The value of every hyperparameter at one step, by name ("optim.lr" ...).
-using hyper_values = std::vector<std::pair<std::string, double>>;
+/// The values of hyperparameters at one step, keyed by name at compile time:
+/// `hyper_values<"lr", "weight_decay">{lr, weight_decay}`; get<"lr">() reads one (a name that is
+/// not there is a compile error).
+template <fixed_string... H>
+struct hyper_values {
+  std::array<double, sizeof...(H)> values{};
+
+  /// The position of K among H..., or -1.
+  template <fixed_string K>
+  static constexpr int index_of() {
+    int i = 0, at = -1;
+    ((H.view() == K.view() ? (at = i, ++i) : ++i), ...);
+    return at;
+  }
+  template <fixed_string K>
+  constexpr double get() const {
+    static_assert(index_of<K>() >= 0, "kiln: hyper_values::get: no hyperparameter of this name (the template argument)");
+    return values[static_cast<std::size_t>(index_of<K>())];
+  }
+};
+/// Both sets of values (an optimizer's and the clipping's).
+template <fixed_string... A, fixed_string... B>
+constexpr hyper_values<A..., B...> operator+(const hyper_values<A...>& a, const hyper_values<B...>& b) {
+  hyper_values<A..., B...> r;
+  for (std::size_t i = 0; i < sizeof...(A); ++i) r.values[i] = a.values[i];
+  for (std::size_t i = 0; i < sizeof...(B); ++i) r.values[sizeof...(A) + i] = b.values[i];
+  return r;
+}
 
 /// An optimizer state of parameter P: a placeholder shaped like P named "<P's name><Suffix>".
 template <class P, fixed_string Suffix>
@@ -71,7 +102,7 @@ struct sgd {
     constexpr dtype D = P::dt;
     return std::tuple{p - hp<D, "lr">() * (g + hp<D, "weight_decay">() * p)};
   }
-  hyper_values hypers(std::int64_t) const { return {{"optim.lr", lr}, {"optim.weight_decay", weight_decay}}; }
+  hyper_values<"lr", "weight_decay"> hypers(std::int64_t) const { return {{lr, weight_decay}}; }
 };
 
 /// torch.optim.SGD with momentum: g += weight_decay p; b = g at the first step, else
@@ -93,14 +124,10 @@ struct sgd_momentum {
     auto nb = hp<D, "buf_keep">() * b + hp<D, "buf_take">() * gd;
     return std::tuple{p - hp<D, "lr">() * (hp<D, "dir_grad">() * gd + hp<D, "dir_buf">() * nb), nb};
   }
-  hyper_values hypers(std::int64_t step) const {
+  hyper_values<"lr", "weight_decay", "buf_keep", "buf_take", "dir_grad", "dir_buf"> hypers(std::int64_t step) const {
     const bool first = step == 1;
-    return {{"optim.lr", lr},
-            {"optim.weight_decay", weight_decay},
-            {"optim.buf_keep", first ? 0.0 : momentum},
-            {"optim.buf_take", first ? 1.0 : 1.0 - dampening},
-            {"optim.dir_grad", nesterov ? 1.0 : 0.0},
-            {"optim.dir_buf", nesterov ? momentum : 1.0}};
+    return {{lr, weight_decay, first ? 0.0 : momentum, first ? 1.0 : 1.0 - dampening, nesterov ? 1.0 : 0.0,
+             nesterov ? momentum : 1.0}};
   }
 };
 
@@ -116,17 +143,13 @@ constexpr auto adam_rule(const P& p, const G& g, const M& m, const V& v) {
   auto np = p * hp<D, "decay">() - hp<D, "step_size">() * nm / (sqrt(nv) * hp<D, "inv_sqrt_bc2">() + hp<D, "eps">());
   return std::tuple{np, nm, nv};
 }
-inline hyper_values adam_hypers(std::int64_t t, double lr, double beta1, double beta2, double eps, double l2,
-                                double decoupled) {
+using adam_hyper_values =
+    hyper_values<"l2", "one_minus_beta1", "one_minus_beta2", "decay", "step_size", "inv_sqrt_bc2", "eps">;
+inline adam_hyper_values adam_hypers(std::int64_t t, double lr, double beta1, double beta2, double eps, double l2,
+                                     double decoupled) {
   const double bc1 = 1.0 - std::pow(beta1, static_cast<double>(t));
   const double bc2 = 1.0 - std::pow(beta2, static_cast<double>(t));
-  return {{"optim.l2", l2},
-          {"optim.one_minus_beta1", 1.0 - beta1},
-          {"optim.one_minus_beta2", 1.0 - beta2},
-          {"optim.decay", 1.0 - lr * decoupled},
-          {"optim.step_size", lr / bc1},
-          {"optim.inv_sqrt_bc2", 1.0 / std::sqrt(bc2)},
-          {"optim.eps", eps}};
+  return {{l2, 1.0 - beta1, 1.0 - beta2, 1.0 - lr * decoupled, lr / bc1, 1.0 / std::sqrt(bc2), eps}};
 }
 }  // namespace detail
 
@@ -144,7 +167,9 @@ struct adam {
   static constexpr auto update(const P& p, const G& g, const M& m, const V& v) {
     return detail::adam_rule(p, g, m, v);
   }
-  hyper_values hypers(std::int64_t t) const { return detail::adam_hypers(t, lr, beta1, beta2, eps, weight_decay, 0.0); }
+  detail::adam_hyper_values hypers(std::int64_t t) const {
+    return detail::adam_hypers(t, lr, beta1, beta2, eps, weight_decay, 0.0);
+  }
 };
 
 /// torch.optim.AdamW (decoupled weight decay: p *= 1 - lr weight_decay before the Adam step).
@@ -161,15 +186,20 @@ struct adamw {
   static constexpr auto update(const P& p, const G& g, const M& m, const V& v) {
     return detail::adam_rule(p, g, m, v);
   }
-  hyper_values hypers(std::int64_t t) const { return detail::adam_hypers(t, lr, beta1, beta2, eps, 0.0, weight_decay); }
+  detail::adam_hyper_values hypers(std::int64_t t) const {
+    return detail::adam_hypers(t, lr, beta1, beta2, eps, 0.0, weight_decay);
+  }
 };
 
 /// Clipping of all gradients together by their global L2 norm before the update
 /// (torch.nn.utils.clip_grad_norm_): g *= min(1, max_norm / (norm + 1e-6)).
 struct clip_grad_norm {
   double max_norm = 1.0;
+  hyper_values<"max_norm"> hypers() const { return {{max_norm}}; }
 };
-struct no_clipping {};
+struct no_clipping {
+  hyper_values<> hypers() const { return {}; }
+};
 
 namespace detail {
 template <class Opt, class P, class G>

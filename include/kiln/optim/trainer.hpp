@@ -2,7 +2,8 @@
 // step (optim/optimizers.hpp), with checkpoints.
 //
 //   optim::trainer tr(loss, net::params{}, optim::adam{.lr = 1e-3}, nn::make_params<net>(seed));
-//   double l = tr.step({{"x", xb}, {"y", yb}});        // forward, backward, update: one plan
+//   double l = tr.step(X{} = xb, Y{} = yb);             // forward, backward, update: one plan
+//   auto logits = eval(net{}(X{}), X{} = xs, tr.params());
 //   tr.save("ckpt.safetensors");  tr.load("ckpt.safetensors");
 //
 // The step runs on the default backend; a last argument after the clipping names another:
@@ -23,81 +24,114 @@
 
 namespace kiln::optim {
 
+namespace detail {
+/// Hyperparameter H of dtype D, with its name kept for reading its value.
+template <dtype D, fixed_string H>
+struct hyper_slot {
+  using placeholder = hyper<D, H>;
+  static constexpr auto key = H;
+};
+/// Whether the graph of Step has placeholder P.
+template <class Step, class P>
+inline constexpr bool step_reads = [] {
+  for (const int k : kiln::detail::placeholder_nodes<Step>::value)
+    if (kiln::detail::same_placeholder(traced<Step>::value.nodes[k], P::make())) return true;
+  return false;
+}();
+template <class Step, class S>
+using slot_if_read = std::conditional_t<step_reads<Step, typename S::placeholder>, std::tuple<S>, std::tuple<>>;
+
+/// The hyperparameter inputs that the graph of Step reads, as hyper_slots: hyper<D, H> for each
+/// name H of Values (an optimizer's and its clipping's hyper_values) and floating dtype D.
+template <class Step, class Values>
+struct hyper_slots_of;
+template <class Step, fixed_string... H>
+struct hyper_slots_of<Step, hyper_values<H...>> {
+  template <dtype D>
+  using of = decltype(std::tuple_cat(std::declval<slot_if_read<Step, hyper_slot<D, H>>>()...));
+  using type = decltype(std::tuple_cat(std::declval<of<dtype::bf16>>(), std::declval<of<dtype::f32>>(),
+                                       std::declval<of<dtype::f64>>()));
+};
+/// The states of parameters P... under optimizer Opt, and the step's outputs after the loss
+/// (each parameter, then its states: training_step's order).
+template <class Opt, class P>
+using with_states =
+    decltype(std::tuple_cat(std::declval<std::tuple<P>>(), std::declval<typename Opt::template states<P>>()));
+template <class Opt, class Params>
+struct step_sets;
+template <class Opt, class... P>
+struct step_sets<Opt, std::tuple<P...>> {
+  using states = decltype(std::tuple_cat(std::declval<typename Opt::template states<P>>()...));
+  using outputs = decltype(std::tuple_cat(std::declval<with_states<Opt, P>>()...));
+};
+template <class Slots>
+struct slot_placeholders;
+template <class... S>
+struct slot_placeholders<std::tuple<S...>> {
+  using type = std::tuple<typename S::placeholder...>;
+};
+}  // namespace detail
+
 /// A model's parameters, its optimizer's state and one compiled training step. step() runs the
-/// step's plan on backend B (backend/backend.hpp; the default backend unless named), writing the new parameters and states into a second set of
-/// tensors that then changes places with the first (no allocation, no copy, no aliasing).
+/// step's plan on backend B (backend/backend.hpp; the default backend unless named), writing the
+/// new parameters and states into a second set of tensors that then changes places with the
+/// first (no allocation, no copy, no aliasing); the initial parameters are copied, so the
+/// caller's tensors are never written. Parameters, states and hyperparameters are bound to the
+/// step's placeholders by type; names appear only in checkpoints.
 template <class Opt, class Clip, class Step, class Params, backend_type B = default_backend>
 class trainer {
  public:
+  using param_set = nn::param_set<Params>;
+  /// The optimizer's states of every parameter (Opt::states<P>...), as one set.
+  using state_set = tensor_set<typename detail::step_sets<Opt, Params>::states>;
+
   template <tensor_operand L>
-  trainer(const L& loss, Params params, Opt opt, nn::state_dict initial, Clip clip = {}, B = B{})
-      : step_expr_(training_step(loss, params, opt, clip)), opt_(opt), clip_(clip) {
-    names_ = update_names<Opt>(params);
-    params_ = std::move(initial);
-    const nn::state_dict expected = nn::zeros_for<Params>();
-    for (const auto& [name, t] : expected) {
-      const auto it = params_.find(name);
-      if (it == params_.end()) throw std::invalid_argument("kiln: trainer: no tensor for parameter '" + name + "'");
-      if (it->second.dt() != t.dt() || !(it->second.shape() == t.shape()))
-        throw shape_error("trainer: parameter '" + name + "'", t.shape(), it->second.shape(), "differ (declared, given)");
-    }
-    if (params_.size() != expected.size()) throw std::invalid_argument("kiln: trainer: a tensor names no parameter of the model");
-    // the hyperparameter inputs of the step's graph: "optim.<h>.<dtype>"
-    for (const node& n : traced<Step>::value.nodes) {
-      const std::string_view l = n.label();
-      if (n.o != op::input || !l.starts_with("optim.")) continue;
-      hyper_slot h{std::string(l), std::string(l.substr(0, l.rfind('.'))), any_tensor(n.dt, dims{})};
-      bool have = false;
-      for (const hyper_slot& o : hyper_) have = have || o.name == h.name;
-      if (!have) hyper_.push_back(std::move(h));
-    }
-    for (const node& n : traced<Step>::value.nodes)
-      if (n.o == op::input && n.label() == seed_input::name.view()) seed_value_ = any_tensor(dtype::i64, dims{});
-    for (const auto& [n, owner] : names_) {
-      if (n != owner) states_[n] = any_tensor(params_.at(owner).dt(), params_.at(owner).shape());  // zeros
-      const any_tensor& cur = current(n);
-      next_.push_back(any_tensor(cur.dt(), cur.shape()));
-    }
+  trainer(const L& loss, Params params, Opt opt, nn::state_dict initial, Clip clip = {}, B b = B{})
+      : trainer(loss, params, opt, param_set(initial), clip, b) {}
+  template <tensor_operand L>
+  trainer(const L& loss, Params params, Opt opt, param_set initial, Clip clip = {}, B = B{})
+      : step_expr_(training_step(loss, params, opt, clip)), opt_(opt), clip_(clip), params_(std::move(initial)) {
+    // the trainer's own copy: its steps write into its two sets of tensors in turn
+    params_.for_each_typed([](auto, auto& t) { t = std::remove_cvref_t<decltype(t)>(t.any().clone()); });
+    if constexpr (uses_seed) seed_value_ = any_tensor(dtype::i64, dims{});
   }
 
-  /// One step on a batch (the feeds of the loss's inputs): returns the loss before the update.
+  /// One step on a batch, its inputs bound by type (`tr.step(X{} = xb, Y{} = yb)`, checked at
+  /// compile time with the parameters, states and hyperparameters the trainer binds): returns
+  /// the loss before the update.
+  template <class... A>
+    requires(typed_feeds<A> && ...)
+  double step(const A&... batch) {
+    begin_step();
+    const auto run = [&](const auto&... all) {
+      if constexpr (!binds<Step, decltype(all)...>) {
+        kiln::detail::report_binding<Step>(kiln::detail::placeholders_of_args<decltype(all)...>);  // one error
+        return 0.0;
+      } else {
+        return finish(kiln::detail::bind_typed(step_expr_, all...));
+      }
+    };
+    if constexpr (uses_seed) return run(batch..., hyper_, typed_feed<seed_input>{{}, seed_value_}, params_, states_);
+    else return run(batch..., hyper_, params_, states_);
+  }
+  /// The same with the batch bound by name.
   double step(std::span<const feed> batch) {
-    ++t_;
-    hyper_values hv = opt_.hypers(t_);
-    if constexpr (std::same_as<Clip, clip_grad_norm>) hv.emplace_back("optim.max_norm", clip_.max_norm);
+    begin_step();
     std::vector<feed> f(batch.begin(), batch.end());
-    for (hyper_slot& h : hyper_) {
-      bool found = false;
-      for (const auto& [n, v] : hv)
-        if (n == h.base) {
-          const double value = v;  // (clang 14 cannot capture a structured binding)
-          visit(h.value.dt(), [&]<dtype D>() { *h.value.template data<storage_t<D>>() = storage_t<D>(compute_t<D>(value)); });
-          found = true;
-        }
-      if (!found) throw std::logic_error("kiln: trainer: the optimizer gives no value for " + h.base);
-      f.push_back({h.name, h.value});
-    }
-    if (seed_value_.defined()) {  // a new seed each step: the random ops draw new values
-      *seed_value_.template data<std::int64_t>() = static_cast<std::int64_t>(step_seed(seed_, t_));
-      f.push_back({seed_input::name.view(), seed_value_});
-    }
-    for (const auto& [n, t] : params_) f.push_back({n, t});
-    for (const auto& [n, t] : states_) f.push_back({n, t});
-    std::vector<any_tensor> into(1 + next_.size());
-    for (std::size_t i = 0; i < next_.size(); ++i) into[i + 1] = next_[i];
-    std::vector<any_tensor> out =
-        B::template run<program<Step>>(bind_leaves(traced<Step>::value, step_expr_, f), into);
-    for (std::size_t i = 0; i < names_.size(); ++i) std::swap(current(names_[i].first), next_[i]);
-    double loss = 0;
-    visit(out[0].dt(), [&]<dtype D>() { loss = static_cast<double>(compute_t<D>(*out[0].template data<storage_t<D>>())); });
-    return loss;
+    const auto add = [&]<class P>(std::type_identity<P>, const any_tensor& t) { f.push_back({P::name.view(), t}); };
+    hyper_.for_each(add);
+    if constexpr (uses_seed) f.push_back({seed_input::name.view(), seed_value_});
+    params_.for_each(add);
+    states_.for_each(add);
+    return finish(bind_leaves(traced<Step>::value, step_expr_, f));
   }
   double step(std::initializer_list<feed> batch) { return step(std::span<const feed>(batch.begin(), batch.size())); }
 
   /// The optimizer's settings (change lr between steps for a schedule).
   Opt& options() { return opt_; }
-  const nn::state_dict& params() const { return params_; }
-  const nn::state_dict& states() const { return states_; }
+  /// The parameters by type (`params().get<W>()`); they convert to a state_dict.
+  const param_set& params() const { return params_; }
+  const state_set& states() const { return states_; }
   /// Steps taken so far.
   std::int64_t steps() const { return t_; }
   /// The base seed of the random ops in the step (dropout): step t feeds kiln::seed_input the
@@ -117,16 +151,13 @@ class trainer {
   /// Writes parameters, optimizer state and the step count (metadata "kiln.step", with
   /// `metadata`) to a safetensors file, atomically.
   void save(const std::filesystem::path& path, io::metadata_map metadata = {}) const {
-    io::tensor_map all = params_;
-    for (const auto& [n, t] : states_) all[n] = t;
     metadata["kiln.step"] = std::to_string(t_);
-    io::save_safetensors(path, all, metadata);
+    io::save_safetensors(path, by_name(), metadata);
   }
   /// Reads what save() wrote (every tensor must match by name, dtype and shape; nothing is
   /// changed unless the whole file is valid). Returns the file's metadata.
   io::metadata_map load(const std::filesystem::path& path) {
-    io::tensor_map all = params_;
-    for (const auto& [n, t] : states_) all[n] = t;
+    const io::tensor_map all = by_name();  // the same storage as the sets
     const io::metadata_map md = io::read_safetensors_header(path).metadata;
     const auto it = md.find("kiln.step");
     if (it == md.end()) throw io::format_error(path.string(), "no \"kiln.step\" in the metadata: not a kiln checkpoint");
@@ -137,22 +168,57 @@ class trainer {
   }
 
  private:
-  any_tensor& current(const std::string& n) {
-    const auto it = params_.find(n);
-    return it != params_.end() ? it->second : states_.at(n);
+  static constexpr bool uses_seed = detail::step_reads<Step, seed_input>;
+  using hyper_slots =
+      typename detail::hyper_slots_of<Step, decltype(std::declval<const Opt&>().hypers(std::int64_t{1}) +
+                                                     std::declval<const Clip&>().hypers())>::type;
+  using hyper_set = tensor_set<typename detail::slot_placeholders<hyper_slots>::type>;
+  /// The step's outputs after the loss: each parameter, then its states.
+  using output_set = tensor_set<typename detail::step_sets<Opt, Params>::outputs>;
+
+  /// Counts the step and writes its hyperparameters and seed.
+  void begin_step() {
+    ++t_;
+    const auto values = opt_.hypers(t_) + clip_.hypers();
+    [&]<class... S>(std::tuple<S...>*) {
+      const auto write = [&]<class Slot>(std::type_identity<Slot>) {
+        constexpr dtype D = Slot::placeholder::dt;
+        *hyper_.template get<typename Slot::placeholder>().data() =
+            storage_t<D>(compute_t<D>(values.template get<Slot::key>()));
+      };
+      (write(std::type_identity<S>{}), ...);
+    }(static_cast<hyper_slots*>(nullptr));
+    // a new seed each step: the random ops draw new values
+    if constexpr (uses_seed) *seed_value_.template data<std::int64_t>() = static_cast<std::int64_t>(step_seed(seed_, t_));
+  }
+  /// Runs the step on its leaf table into the second set, swaps the sets, returns the loss.
+  double finish(const std::vector<any_tensor>& leaves) {
+    std::vector<any_tensor> into(1 + output_set::size());
+    std::size_t i = 1;
+    next_.for_each([&]<class P>(std::type_identity<P>, const any_tensor& t) { into[i++] = t; });
+    std::vector<any_tensor> out = B::template run<program<Step>>(leaves, into);
+    next_.for_each_typed([&]<class P>(std::type_identity<P>, auto& t) {
+      if constexpr (param_set::template index_of<P>() >= 0) std::swap(params_.template get<P>(), t);
+      else std::swap(states_.template get<P>(), t);
+    });
+    double loss = 0;
+    visit(out[0].dt(), [&]<dtype D>() { loss = static_cast<double>(compute_t<D>(*out[0].template data<storage_t<D>>())); });
+    return loss;
+  }
+  /// Parameters and states by name, sharing storage (for checkpoints).
+  io::tensor_map by_name() const {
+    io::tensor_map all = params_.by_name();
+    states_.for_each([&]<class P>(std::type_identity<P>, const any_tensor& t) { all[std::string(P::name.view())] = t; });
+    return all;
   }
 
   Step step_expr_;
   Opt opt_;
   Clip clip_;
-  std::vector<std::pair<std::string, std::string>> names_;  ///< outputs after the loss, with their parameter
-  nn::state_dict params_, states_;
-  struct hyper_slot {
-    std::string name, base;  // "optim.lr.f32", "optim.lr"
-    any_tensor value;
-  };
-  std::vector<any_tensor> next_;
-  std::vector<hyper_slot> hyper_;
+  param_set params_;
+  state_set states_;
+  output_set next_;
+  hyper_set hyper_;
   any_tensor seed_value_;  ///< fed as kiln::seed_input when the step has random ops
   std::uint64_t seed_ = 0;
   std::int64_t t_ = 0;
@@ -163,6 +229,12 @@ trainer(const L& loss, Params, Opt, nn::state_dict, Clip = {})
     -> trainer<Opt, Clip, decltype(training_step(std::declval<const L&>(), Params{}, Opt{}, Clip{})), Params>;
 template <tensor_operand L, class Params, class Opt, class Clip, backend_type B>
 trainer(const L& loss, Params, Opt, nn::state_dict, Clip, B)
+    -> trainer<Opt, Clip, decltype(training_step(std::declval<const L&>(), Params{}, Opt{}, Clip{})), Params, B>;
+template <tensor_operand L, class Params, class Opt, class Clip = no_clipping>
+trainer(const L& loss, Params, Opt, nn::param_set<Params>, Clip = {})
+    -> trainer<Opt, Clip, decltype(training_step(std::declval<const L&>(), Params{}, Opt{}, Clip{})), Params>;
+template <tensor_operand L, class Params, class Opt, class Clip, backend_type B>
+trainer(const L& loss, Params, Opt, nn::param_set<Params>, Clip, B)
     -> trainer<Opt, Clip, decltype(training_step(std::declval<const L&>(), Params{}, Opt{}, Clip{})), Params, B>;
 
 }  // namespace kiln::optim
