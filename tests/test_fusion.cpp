@@ -133,3 +133,61 @@ TEST_CASE("an iota whose kernel comes before the kernel of the value it takes it
   const std::vector<any_tensor> leaves = {kt::random<double, 2>({5, 2}).any(), kt::random<double, 2>({5, 1}).any()};
   CHECK(kt::difference(eager::run(b.g, leaves)[0], eager::run_schedule(s, leaves)[0]) == 0);
 }
+
+namespace {
+// softmax along rows, written by hand: s is used four times
+template <class S>
+constexpr auto softmax_by_hand(const S& s) {
+  return exp(s - amax<1>(s, keepdim)) / sum<1>(exp(s - amax<1>(s, keepdim)), keepdim);
+}
+template <class G>
+constexpr int count(const G& g, op o) {
+  int n = 0;
+  for (const node& x : g.nodes) n += x.o == o;
+  return n;
+}
+}  // namespace
+
+TEST_CASE("share: a subexpression holding a C++ scalar is one value at every use") {
+  using Q = input<"q", f32, shape<32, 16>>;
+  using K = input<"k", f32, shape<48, 16>>;
+  const float scale = 0.25f + static_cast<float>(kt::random<double, 1>({1})(0)) / 8;
+  const auto plain = softmax_by_hand(matmul(Q{}, transpose(K{})) * scale);
+  const auto shared = softmax_by_hand(share(matmul(Q{}, transpose(K{})) * scale));
+  using P = decltype(plain);
+  using S = decltype(shared);
+  // tracing cannot merge the plain spelling's four score subtrees (their scalars are run-time
+  // values): CSE merges the matmuls, but four scalings of the scores remain, in more kernels
+  // that write more; shared, the scores are traced and scaled once
+  static_assert(count(traced<P>::value, op::matmul) == 4 && count(traced<S>::value, op::matmul) == 1);
+  static_assert(count(plan<P>::schedule.g, op::mul) == 4 && count(plan<S>::schedule.g, op::mul) == 1);
+  static_assert(plan<S>::schedule.kernels.size() < plan<P>::schedule.kernels.size());
+  const auto q = kt::random<float, 2>({32, 16});
+  const auto k = kt::random<float, 2>({48, 16});
+  const any_tensor want = eval(plain, Q{} = q, K{} = k, eager::backend).any();
+  CHECK(kt::difference(want, eval(shared, Q{} = q, K{} = k).any()) < 1e-6);
+  CHECK(kt::difference(want, eval(shared, Q{} = q, K{} = k, eager::backend).any()) == 0);
+  // the same value as binding the scalar through an input, which merges the uses too
+  using Scale = input<"scale", f32, shape<>>;
+  tensor<float, 0> sv({});
+  sv() = scale;
+  const auto by_input = softmax_by_hand(matmul(Q{}, transpose(K{})) * Scale{});
+  static_assert(count(plan<decltype(by_input)>::schedule.g, op::mul) == 1);
+  CHECK(kt::difference(want, eval(by_input, Q{} = q, K{} = k, Scale{} = sv).any()) < 1e-6);
+}
+
+TEST_CASE("share: structurally equal shares holding different scalars are an error when bound") {
+  const auto e = share(X{} * 2.0f) + share(X{} * 3.0f);
+  const auto x = kt::random<float, 2>({3, 64});
+  CHECK_THROWS_WITH_AS(eval(e, X{} = x), doctest::Contains("different C++ scalars"), std::logic_error);
+  // equal scalars: one value (the type is e's: the check is at binding)
+  const auto same = share(X{} * 2.0f) + share(X{} * 2.0f);
+  static_assert([] {
+    int muls = 0;
+    for (const node& n : traced<decltype(same)>::value.nodes) muls += n.o == op::mul;
+    return muls;
+  }() == 1);
+  const tensor<float, 2> y = eval(same, X{} = x);
+  for (index_t i = 0; i < 3; ++i)
+    for (index_t j = 0; j < 64; ++j) CHECK(y(i, j) == 4 * x(i, j));
+}

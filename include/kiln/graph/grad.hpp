@@ -6,6 +6,7 @@
 //   auto z = detach(y);                           // y, with no gradient through it
 //   auto c = custom_vjp(y, x, [](auto g) { return g * 2; });  // your own rule for d y / d x
 //   auto step = outputs(loss, gw, gb);            // one graph, one plan, three results
+//   auto s = share(matmul(q, transpose(k)) * scale);  // one value at every use of s
 //
 // These capture nodes (grad, jvp, detach) that the autodiff pass (passes/autodiff.hpp) expands
 // into primitives after decomposition; gradients are expressions like any other, so they can
@@ -236,6 +237,17 @@ constexpr auto custom_vjp(const Y& y, const X& x, Rule rule) {
     auto rc = to_dtype<X::dt>(r);
     return ex::build<ex::custom<EY, X, decltype(rc), G>>(as_expr(y), x, rc, G{});
   }
+}
+
+/// e as one value at every use: a subexpression holding C++ scalars or bound tensors is
+/// otherwise traced, computed and stored again where it is used (tracing merges only pure
+/// subtrees, since it cannot know that two scalars will be equal), e.g. the scores of a
+/// hand-written softmax, `auto s = share(matmul(q, transpose(k)) * scale);`. Uses are merged by
+/// structure: binding checks that they hold the same scalars and tensors and throws otherwise
+/// (two structurally equal shares with different scalars: bind the scalar as a kiln::input).
+template <tensor_operand E>
+constexpr auto share(const E& e) {
+  return detail::shared_if_impure(as_expr(e));
 }
 
 /// Several expressions traced into one graph and compiled into one plan, with one output each
