@@ -152,6 +152,35 @@ constexpr shape_result layer_norm_shape(const dims& x, const dims& gamma, const 
   return {x, true};
 }
 
+/// scaled_dot_product_attention(q [..., h, tq, d], k [..., hk, tk, d], v [..., hk, tk, dv], mask)
+/// -> [..., h, tq, dv]: the leading extents of q, k and v agree; hk divides h (grouped-query
+/// attention: each k/v head serves h / hk consecutive q heads; both static where they differ);
+/// the mask broadcasts to the scores [..., h, tq, tk] (rank 0: no mask). Rank 2 has no heads.
+constexpr shape_result sdpa_shape(const dims& q, const dims& k, const dims& v, const dims& mask) {
+  if (q.poisoned() || k.poisoned() || v.poisoned() || mask.poisoned()) return poisoned_result();
+  const int r = q.rank;
+  const shape_result bad{dims::poison(), false};
+  if (r < 2 || k.rank != r || v.rank != r) return bad;
+  if (!extents_compatible(q.e[r - 1], k.e[r - 1]) || !extents_compatible(k.e[r - 2], v.e[r - 2])) return bad;
+  for (int i = 0; i < r - 3; ++i)
+    if (!extents_compatible(q.e[i], k.e[i]) || !extents_compatible(q.e[i], v.e[i])) return bad;
+  if (r >= 3) {
+    const index_t h = q.e[r - 3], hk = k.e[r - 3];
+    if (!extents_compatible(hk, v.e[r - 3])) return bad;
+    if (!extents_compatible(h, hk) && (h == dyn || hk == dyn || hk <= 0 || h % hk != 0)) return bad;
+  }
+  dims scores = q;
+  scores.e[r - 1] = k.e[r - 2];
+  if (mask.rank > r) return bad;
+  for (int i = 1; i <= mask.rank; ++i) {
+    const index_t m = mask.e[mask.rank - i];
+    if (m != 1 && !extents_compatible(m, scores.e[r - i])) return bad;
+  }
+  dims out = q;
+  out.e[r - 1] = v.e[r - 1];
+  return {out, true};
+}
+
 /// linear(x, w, b) = x w^T + b, with w [out, in] and b [out] (PyTorch's layout).
 constexpr shape_result linear_shape(const dims& x, const dims& w, const dims& b) {
   if (x.poisoned() || w.poisoned() || b.poisoned()) return poisoned_result();

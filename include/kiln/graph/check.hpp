@@ -49,6 +49,15 @@ KILN_ERROR_TYPE(layer_norm_shapes_do_not_match, class X KILN_COMMA class Gamma K
                 "layer_norm needs gamma and beta of equal shape covering x's trailing axes");
 KILN_ERROR_TYPE(linear_shapes_do_not_match, class X KILN_COMMA class W KILN_COMMA class B,
                 "linear needs x [..., in], w [out, in] and b [out]");
+KILN_ERROR_TYPE(attention_shapes_do_not_match, class Q KILN_COMMA class K KILN_COMMA class V KILN_COMMA class Mask,
+                "scaled_dot_product_attention needs q [..., h, tq, d], k [..., hk, tk, d], v [..., hk, tk, dv] with "
+                "equal leading extents, hk dividing h, and a mask that broadcasts to [..., h, tq, tk]");
+KILN_ERROR_TYPE(attention_default_scale_needs_a_static_head_size, class Q,
+                "scaled_dot_product_attention's default scale 1 / sqrt(d) needs q's last extent static: pass a "
+                "scale");
+KILN_ERROR_TYPE(grouped_attention_needs_at_most_one_dyn_extent, class Q KILN_COMMA class K,
+                "grouped-query attention (fewer k/v heads than q heads) views q, k and v with a heads-per-group "
+                "axis, which allows one dyn extent in each");
 KILN_ERROR_TYPE(cross_entropy_shapes_do_not_match, class Logits KILN_COMMA class Labels,
                 "cross_entropy needs logits [n, classes] and labels [n]");
 KILN_ERROR_TYPE(labels_must_be_integers, dtype Labels, "cross_entropy needs integer labels");

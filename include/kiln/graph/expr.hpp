@@ -280,6 +280,8 @@ struct composite : node_base<K...> {
       case op::linear: return detail::ok_or_poison(linear_shape(s[0], s[1], s[2]));
       case op::mse_loss: return kiln::broadcast(s[0], s[1]).ok ? dims{} : dims::poison();
       case op::cross_entropy: return detail::ok_or_poison(cross_entropy_shape(s[0], s[1]));
+      case op::sdpa:
+      case op::sdpa_causal: return detail::ok_or_poison(sdpa_shape(s[0], s[1], s[2], s[3]));
       default: return dims::poison();
     }
   }();

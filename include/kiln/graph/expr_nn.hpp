@@ -1,11 +1,13 @@
-// kiln/graph/expr_nn.hpp: capture of the ops that small CNNs, embeddings and dropout need:
-// 2-D windows (unfold, fold, conv2d, max_pool2d, avg_pool2d), indexing (gather, embedding,
-// scatter_add) and counter-based random numbers (rand_like, dropout).
+// kiln/graph/expr_nn.hpp: capture of the ops that small CNNs, embeddings, dropout and
+// attention need: 2-D windows (unfold, fold, conv2d, max_pool2d, avg_pool2d), indexing (gather,
+// embedding, scatter_add), counter-based random numbers (rand_like, dropout) and
+// scaled_dot_product_attention.
 //
 //   auto y = relu(conv2d<1, 1>(x, w, b));          // stride 1, padding 1; x [n, c, h, w]
 //   auto p = max_pool2d<2>(y);                      // 2x2 windows, stride 2
 //   auto e = embedding(tokens, table);              // rows of table [v, d] named by tokens
 //   auto d = dropout<"drop1", 50>(h, seed);          // p = 50/100; seed: kiln::seed_input
+//   auto a = scaled_dot_product_attention<causal>(q, k, v);  // q [b, h, t, d], k, v [b, hk, t, d]
 //
 // conv2d and the poolings are high-level ops: the eager backend runs them directly (the
 // reference), the decomposition pass turns them into unfold (im2col), matmul and reductions.
@@ -296,6 +298,92 @@ constexpr auto dropout(const X& x, const S& seed) {
   using K = ex::literal<d, std::bit_cast<std::uint64_t>(scale)>;
   using Z = ex::literal<d, std::bit_cast<std::uint64_t>(0.0)>;
   return where(rand_like<Stream>(cx, seed) >= P{}, cx * K{}, Z{});
+}
+
+// ---- attention -------------------------------------------------------------------------------
+
+/// scaled_dot_product_attention's causal flag: `scaled_dot_product_attention<causal>(q, k, v)`.
+inline constexpr bool causal = true;
+
+namespace detail {
+/// sqrt(x) for x >= 1 in constant evaluation (std::sqrt is not constexpr in C++20): Newton's
+/// iteration from above decreases until it reaches the root (within an ulp).
+constexpr double sqrt_constexpr(double x) {
+  double r = x;
+  for (;;) {
+    const double next = 0.5 * (r + x / r);
+    if (!(next < r)) return r;
+    r = next;
+  }
+}
+
+constexpr bool at_most_one_dyn(const dims& s) {
+  int n = 0;
+  for (int i = 0; i < s.rank; ++i) n += s.e[i] == dyn;
+  return n <= 1;
+}
+
+/// The rank-0 `true` that stands for "no mask".
+using no_mask = ex::literal<dtype::boolean, std::bit_cast<std::uint64_t>(1.0)>;
+
+template <bool Causal, bool HasScale, class Q, class K, class V, class M>
+constexpr auto sdpa_node(const Q& q, const K& k, const V& v, const M& mask, double scale) {
+  using EQ = decltype(as_expr(q));
+  using EK = decltype(as_expr(k));
+  using EV = decltype(as_expr(v));
+  using EM = decltype(as_expr(mask));
+  constexpr dtype d = float_result(promote(promote(EQ::dt, EK::dt), EV::dt));
+  constexpr dtype md = EM::dt == dtype::boolean ? dtype::boolean : d;
+  constexpr dims qs = EQ::shape, ks = EK::shape, vs = EV::shape, ms = EM::shape;
+  constexpr bool poisoned = qs.poisoned() || ks.poisoned() || vs.poisoned() || ms.poisoned();
+  constexpr bool shape_ok = sdpa_shape(qs, ks, vs, ms).ok;
+  constexpr int r = qs.rank;
+  constexpr bool scale_ok = poisoned || !shape_ok || HasScale || qs.e[r - 1] != dyn;
+  constexpr bool grouped = !poisoned && shape_ok && r >= 3 && qs.e[r - 3] != ks.e[r - 3];
+  constexpr bool dyn_ok = !grouped || (at_most_one_dyn(qs) && at_most_one_dyn(ks) && at_most_one_dyn(vs));
+  (void)error::dtype_not_supported<Causal ? op::sdpa_causal : op::sdpa, EM::dt,
+                                   EM::dt == dtype::boolean || is_floating(EM::dt)>::value;
+  (void)error::attention_shapes_do_not_match<as_shape<qs>, as_shape<ks>, as_shape<vs>, as_shape<ms>, shape_ok>::value;
+  (void)error::grouped_attention_needs_at_most_one_dyn_extent<as_shape<qs>, as_shape<ks>, dyn_ok>::value;
+  (void)error::attention_default_scale_needs_a_static_head_size<as_shape<qs>, scale_ok>::value;
+  if constexpr (!(shape_ok && dyn_ok && scale_ok && (EM::dt == dtype::boolean || is_floating(EM::dt)))) {
+    return ex::invalid<d>{};
+  } else {
+    const double sc = HasScale ? scale : 1.0 / sqrt_constexpr(static_cast<double>(qs.e[r - 1]));
+    auto cq = to_dtype<d>(as_expr(q)) * make_scalar<d>(sc);
+    auto ck = to_dtype<d>(as_expr(k));
+    auto cv = to_dtype<d>(as_expr(v));
+    auto cm = to_dtype<md>(as_expr(mask));
+    constexpr op o = Causal ? op::sdpa_causal : op::sdpa;
+    return ex::build<ex::composite<o, 0, decltype(cq), decltype(ck), decltype(cv), decltype(cm)>>(cq, ck, cv, cm);
+  }
+}
+}  // namespace detail
+
+/// torch.nn.functional.scaled_dot_product_attention: softmax(q k^T * scale [+ mask]) v for
+/// q [..., h, tq, d], k [..., hk, tk, d], v [..., hk, tk, dv] -> [..., h, tq, dv]. The scale is
+/// 1 / sqrt(d) unless given; the mask is bool (false: the key is not attended to) or added to
+/// the scores, and broadcasts to [..., h, tq, tk]; `<causal>` also masks the keys after each
+/// query (key j for query i where j > i, PyTorch's is_causal); fewer k/v heads than q heads,
+/// dividing them, is grouped-query attention (PyTorch's enable_gqa). A row whose keys are all
+/// masked is NaN, as in PyTorch's math reference. No dropout. Captured as one op; the
+/// decomposition pass turns it into two matmuls and a softmax.
+template <bool Causal = false, tensor_operand Q, tensor_operand K, tensor_operand V>
+constexpr auto scaled_dot_product_attention(const Q& q, const K& k, const V& v) {
+  return detail::sdpa_node<Causal, false>(q, k, v, detail::no_mask{}, 0.0);
+}
+template <bool Causal = false, tensor_operand Q, tensor_operand K, tensor_operand V, scalar_operand S>
+constexpr auto scaled_dot_product_attention(const Q& q, const K& k, const V& v, S scale) {
+  return detail::sdpa_node<Causal, true>(q, k, v, detail::no_mask{}, static_cast<double>(scale));
+}
+template <bool Causal = false, tensor_operand Q, tensor_operand K, tensor_operand V, tensor_operand M>
+constexpr auto scaled_dot_product_attention(const Q& q, const K& k, const V& v, const M& mask) {
+  return detail::sdpa_node<Causal, false>(q, k, v, mask, 0.0);
+}
+template <bool Causal = false, tensor_operand Q, tensor_operand K, tensor_operand V, tensor_operand M,
+          scalar_operand S>
+constexpr auto scaled_dot_product_attention(const Q& q, const K& k, const V& v, const M& mask, S scale) {
+  return detail::sdpa_node<Causal, true>(q, k, v, mask, static_cast<double>(scale));
 }
 
 }  // namespace kiln

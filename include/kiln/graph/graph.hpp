@@ -253,6 +253,13 @@ constexpr inferred infer(const node& x, In in) {
                       "conv2d shapes do not match");
         case op::max_pool2d:
         case op::avg_pool2d: return from(in(0).dt, pool2d_shape(in(0).shape, window_of(x)), "pool window does not fit");
+        case op::sdpa:
+        case op::sdpa_causal:
+          if (in(0).dt != in(1).dt || in(1).dt != in(2).dt || !is_floating(in(0).dt))
+            return fail("attention needs q, k and v of one floating-point dtype");
+          if (in(3).dt != dtype::boolean && in(3).dt != in(0).dt) return fail("attention mask is neither bool nor q's dtype");
+          return from(in(0).dt, sdpa_shape(in(0).shape, in(1).shape, in(2).shape, in(3).shape),
+                      "attention shapes do not match");
         default: return fail("an unknown composite op");
       }
     case op_kind::autodiff:

@@ -37,8 +37,11 @@ enum class op : std::uint8_t {
   // rand(like, seed): uniform [0, 1) f32 values shaped like `like` (not read), element i being
   // philox(seed, stream = node.axes).uniform24(i); seed is a rank-0 i64 value
   rand,
-  // high-level ops with more than one primitive in their decomposition
-  softmax, log_softmax, layer_norm, linear, mse_loss, cross_entropy, conv2d, max_pool2d, avg_pool2d,
+  // high-level ops with more than one primitive in their decomposition; sdpa(q, k, v, mask) is
+  // softmax(q k^T [+ mask]) v (q arrives scaled), the mask bool (where) or additive, a rank-0
+  // `true` for none; sdpa_causal also masks k positions after q's (PyTorch's is_causal)
+  softmax, log_softmax, layer_norm, linear, mse_loss, cross_entropy, conv2d, max_pool2d, avg_pool2d, sdpa,
+  sdpa_causal,
   // differentiation, expanded by passes/autodiff.hpp before fusion: detach(x) is x with no
   // gradient; grad(loss, w) is d loss / d w; jvp(y, x, u) is the derivative of y along u at x;
   // custom(y, x, rule, g) is y whose gradient with respect to x is `rule`, an expression of the
@@ -149,6 +152,8 @@ inline constexpr op_info op_table[] = {
     row("conv2d", K::composite, 3, decomposed),
     row("max_pool2d", K::composite, 1, decomposed),
     row("avg_pool2d", K::composite, 1, decomposed),
+    row("sdpa", K::composite, 4, decomposed),
+    row("sdpa_causal", K::composite, 4, decomposed),
     row("detach", K::autodiff, 1),
     row("grad", K::autodiff, 2),
     row("jvp", K::autodiff, 3),

@@ -153,6 +153,74 @@ struct decomposer {
     return b.reshape(r, dims{xs.e[0], xs.e[1], ho, wo});
   }
 
+  /// Attention as PyTorch's math reference computes it: softmax(q k^T [masked]) v, q already
+  /// scaled. Grouped-query attention views q as [..., hk, h / hk, tq, d] and k, v as
+  /// [..., hk, 1, tk, d], so the matmuls broadcast each k/v head over its group; the scores are
+  /// masked and normalised as [..., h, tq, tk]. A bool mask (and the causal one) selects -inf
+  /// where it is false; a float mask is added. A row with every position masked is NaN, as in
+  /// PyTorch's math reference.
+  constexpr int sdpa(int q, int k, int v, int mask, bool causal) {
+    const dims qs = b.at(q).shape, ks = b.at(k).shape, vs = b.at(v).shape;
+    const int r = qs.rank;
+    const dtype t = b.at(q).dt;
+    const bool grouped = r >= 3 && qs.e[r - 3] != ks.e[r - 3];
+    const auto grouped_view = [&](const dims& s, index_t groups, index_t per_group) {
+      dims g;
+      g.rank = r + 1;
+      for (int i = 0; i < r - 3; ++i) g.e[i] = s.e[i];
+      g.e[r - 3] = groups;
+      g.e[r - 2] = per_group;
+      g.e[r - 1] = s.e[r - 2];
+      g.e[r] = s.e[r - 1];
+      return g;
+    };
+    int qq = q, kk = k, vv = v;
+    if (grouped) {
+      const index_t hk = ks.e[r - 3], g = qs.e[r - 3] / hk;
+      qq = b.reshape(q, grouped_view(qs, hk, g));
+      kk = b.reshape(k, grouped_view(ks, hk, 1));
+      vv = b.reshape(v, grouped_view(vs, hk, 1));
+    }
+    const int kt = b.transpose(kk);
+    int s = b.matmul(qq, kt);
+    if (grouped) {
+      dims flat = qs;
+      flat.e[r - 1] = ks.e[r - 2];
+      s = b.reshape(s, flat);
+    }
+    const node& m = b.at(mask);
+    const bool no_mask = m.o == op::constant && m.dt == dtype::boolean && m.value != 0;
+    const double inf = std::numeric_limits<double>::infinity();
+    if (!no_mask && m.dt == dtype::boolean) {
+      const int minus_inf = c(-inf, t);
+      s = b.where(mask, s, minus_inf);
+    } else if (!no_mask) {
+      s = b.add(s, mask);
+    }
+    if (causal) {  // keep key j for query i where j <= i (top-left aligned, as PyTorch's is_causal)
+      const index_t tq = b.at(s).shape.e[r - 2];
+      const int rows = b.iota(s, r - 2, dtype::i64);
+      const int row = b.reshape(rows, dims{tq, 1});
+      const int col = b.iota(s, r - 1, dtype::i64);
+      const int keep = b.binary(op::ge, row, col);
+      const int minus_inf = c(-inf, t);
+      s = b.where(keep, s, minus_inf);
+    }
+    int p = softmax(s, r - 1);
+    if (grouped) {
+      dims scores = grouped_view(qs, ks.e[r - 3], qs.e[r - 3] / ks.e[r - 3]);
+      scores.e[r] = ks.e[r - 2];
+      p = b.reshape(p, scores);
+    }
+    int o = b.matmul(p, vv);
+    if (grouped) {
+      dims out = qs;
+      out.e[r - 1] = vs.e[r - 1];
+      o = b.reshape(o, out);
+    }
+    return o;
+  }
+
   /// A rule: emits node n (inputs already renumbered) in primitives; returns its new index.
   /// `present` says whether there is one (not a null test of the pointer: g++ cannot compare a
   /// function pointer with null in constant evaluation when built with the sanitizers).
@@ -183,6 +251,9 @@ struct decomposer {
       case op::conv2d: return {[](d& r, const node& n) { return r.conv2d(n.in[0], n.in[1], n.in[2], window_of(n)); }, true};
       case op::max_pool2d:
       case op::avg_pool2d: return {[](d& r, const node& n) { return r.pool2d(n.o, n.in[0], window_of(n)); }, true};
+      case op::sdpa:
+      case op::sdpa_causal:
+        return {[](d& r, const node& n) { return r.sdpa(n.in[0], n.in[1], n.in[2], n.in[3], n.o == op::sdpa_causal); }, true};
       default: return {};  // a primitive
     }
   }
