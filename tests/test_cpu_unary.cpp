@@ -164,6 +164,25 @@ TEST_CASE("f32 erf and gelu: special values") {
   CHECK(kt::cpu_vs_eager(gelu(X{}), {{"x", x}}) == 0);
 }
 
+TEST_CASE("f64 exp at the edges: infinities, NaN, huge and denormal results (no undefined conversion)") {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> edges = {-inf, inf,   nan,    -1e308, 1e308, -1000, -746,  -745.2, -745.1, -744,
+                                     -720, -709, -708.5, -708.3, -1.5,  -0.0,  0.0,   1e-300, 1.5,    88.8,
+                                     709,  709.4, 709.5, 709.7, 709.78, 709.8, 710,   1000};
+  using X = input<"x", f64, shape<dyn>>;
+  // a length that fills whole vectors and a tail, with the edges at every lane position
+  tensor<double, 1> x({static_cast<index_t>(edges.size() * 3 + 1)});
+  for (index_t i = 0; i < x.numel(); ++i) x(i) = edges[static_cast<std::size_t>(i) % edges.size()];
+  const tensor<double, 1> y = eval(exp(X{}), X{} = x);
+  for (index_t i = 0; i < x.numel(); ++i) {
+    INFO("x = " << x(i));
+    const double want = std::exp(x(i));
+    // within 2 ulp; a denormal result within 2 of its units
+    if (std::isnan(want)) CHECK(std::isnan(y(i)));
+    else CHECK(kt::close(y(i), want, 4.5e-16, 1e-323));
+  }
+}
+
 TEST_CASE("f32 erf and gelu: a kernel in scalar mode gives the bits of one in vectors") {
   // cast<f64>(...) mixes widths, so its kernel computes in scalars; erf and gelu alone in
   // vectors. Fresh random inputs over [-6, 6], and the tail [3.7, 3.92] where erf nears 1.

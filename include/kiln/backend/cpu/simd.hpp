@@ -297,9 +297,27 @@ template <class A>
 #endif
   return exp_f32_poly(x);
 }
+/// exp in f64 by xsimd's, given only arguments in [-746, 710] and no NaN: it converts x / ln 2 to
+/// an integer, undefined behaviour for infinities, NaN and huge values (the sanitizers stop on it;
+/// a masked softmax meets exp(-inf)). xsimd's gives 0 where e^x is below the smallest normal
+/// double (x < -708.39) and inf from x = 709.44, where e^x is still finite: there e^x is taken
+/// as (e^(x/2))^2 (about 2 ulp), with denormal results and overflow at 709.78 as std::exp has them.
+template <class A>
+[[gnu::always_inline]] inline xsimd::batch<double, A> exp_f64(const xsimd::batch<double, A>& x) {
+  using V = xsimd::batch<double, A>;
+  const auto nan = x != x;
+  const V c = xsimd::select(nan, V(0.0), xsimd::select(x < V(-746.0), V(-746.0), xsimd::select(x > V(710.0), V(710.0), x)));
+  V y = xsimd::exp(c);
+  const auto edge = (c > V(709.0)) | (c < V(-708.0));
+  if (xsimd::any(edge)) [[unlikely]] {
+    const V h = xsimd::exp(c * V(0.5));
+    y = xsimd::select(edge, h * h, y);
+  }
+  return xsimd::select(nan, x, y);
+}
 template <class T, class A> [[gnu::always_inline]] inline xsimd::batch<T, A> exp(const xsimd::batch<T, A>& x) {
   if constexpr (std::is_same_v<T, float>) return exp_f32(x);
-  else return xsimd::exp(x);
+  else return exp_f64(x);
 }
 template <class T, class A> [[gnu::always_inline]] inline xsimd::batch<T, A> log(const xsimd::batch<T, A>& x) { return xsimd::log(x); }
 template <class T, class A> [[gnu::always_inline]] inline xsimd::batch<T, A> sqrt(const xsimd::batch<T, A>& x) { return xsimd::sqrt(x); }
