@@ -128,3 +128,72 @@ TEST_CASE("max and amax with ties: the gradient is shared as PyTorch shares it")
   const double want_a[] = {-1, 0, 1, 1};
   for (int i = 0; i < 4; ++i) CHECK(ga(i) == want_a[i]);
 }
+
+TEST_CASE("derivatives through a dyn extent have the run-time extent (reductions, broadcast operands)") {
+  using X = input<"x", f64, shape<dyn, 3>>;
+  using Bv = input<"bv", f64, shape<3>>;
+  using U = input<"u", f64, shape<3>>;
+  using W = input<"w", f64, shape<3, 2>>;
+  using DW = input<"dw", f64, shape<3, 2>>;
+  for (const index_t n : {1, 4}) {
+    CAPTURE(n);
+    const auto x = kt::random<double, 2>({n, 3});
+    const auto bv = kt::random<double, 1>({3});
+    const auto u = kt::random<double, 1>({3});
+    const auto w = kt::random<double, 2>({3, 2});
+    const auto dw = kt::random<double, 2>({3, 2});
+    // each check on both backends: the run-time shape is [n, 3], the values the analytic ones
+    const auto each_backend = [&](const auto& e, const auto& want, const auto&... feeds) {
+      const tensor<double, 2> got[] = {eval(e, feeds...), eval(e, feeds..., eager::backend)};
+      for (const auto& g : got) {
+        REQUIRE(g.size(0) == n);
+        REQUIRE(g.size(1) == 3);
+        for (index_t i = 0; i < n; ++i)
+          for (index_t j = 0; j < 3; ++j) CHECK(kt::close(g(i, j), want(i, j), 1e-14, 1e-14));
+      }
+    };
+    each_backend(grad(sum(X{} * Bv{}), X{}), [&](index_t, index_t j) { return bv(j); }, X{} = x, Bv{} = bv);
+    each_backend(grad(sum(X{}), X{}), [](index_t, index_t) { return 1.0; }, X{} = x);
+    each_backend(grad(sum(sum<1>(X{})), X{}), [](index_t, index_t) { return 1.0; }, X{} = x);
+    each_backend(grad(mean(X{}), X{}), [&](index_t, index_t) { return 1.0 / static_cast<double>(3 * n); }, X{} = x);
+    each_backend(grad(sum(sum<0>(X{}) * Bv{}), X{}), [&](index_t, index_t j) { return bv(j); }, X{} = x, Bv{} = bv);
+    // forward mode: the tangent of the broadcast operand takes the batch extent
+    each_backend(jvp(X{} + Bv{}, tangent(Bv{}, U{})), [&](index_t, index_t j) { return u(j); }, X{} = x, Bv{} = bv,
+                 U{} = u);
+    each_backend(jvp(where(X{} > 0.0, Bv{}, X{}), tangent(Bv{}, U{})),
+                 [&](index_t i, index_t j) { return x(i, j) > 0 ? u(j) : 0.0; }, X{} = x, Bv{} = bv, U{} = u);
+    const auto xw_dw = [&](index_t i, index_t j) {
+      double s = 0;
+      for (index_t k = 0; k < 3; ++k) s += x(i, k) * dw(k, j);
+      return s;
+    };
+    const auto jm = jvp(matmul(X{}, W{}), tangent(W{}, DW{}));
+    const tensor<double, 2> got[] = {eval(jm, X{} = x, W{} = w, DW{} = dw),
+                                     eval(jm, X{} = x, W{} = w, DW{} = dw, eager::backend)};
+    for (const auto& g : got) {
+      REQUIRE(g.size(0) == n);
+      for (index_t i = 0; i < n; ++i)
+        for (index_t j = 0; j < 2; ++j) CHECK(kt::close(g(i, j), xw_dw(i, j), 1e-14, 1e-14));
+    }
+  }
+}
+
+TEST_CASE("forward mode along a conv2d bias with a dyn batch") {
+  using X = input<"x", f64, shape<dyn, 1, 5, 5>>;
+  using W = input<"w", f64, shape<2, 1, 3, 3>>;
+  using Bc = input<"bc", f64, shape<2>>;
+  using U = input<"u", f64, shape<2>>;
+  const auto x = kt::random<double, 4>({3, 1, 5, 5});
+  const auto w = kt::random<double, 4>({2, 1, 3, 3});
+  const auto bc = kt::random<double, 1>({2});
+  const auto u = kt::random<double, 1>({2});
+  const auto e = jvp(conv2d(X{}, W{}, Bc{}), tangent(Bc{}, U{}));
+  for (const tensor<double, 4>& g : {eval(e, X{} = x, W{} = w, Bc{} = bc, U{} = u),
+                                     eval(e, X{} = x, W{} = w, Bc{} = bc, U{} = u, eager::backend)}) {
+    REQUIRE(g.size(0) == 3);
+    for (index_t i = 0; i < 3; ++i)
+      for (index_t o = 0; o < 2; ++o)
+        for (index_t p = 0; p < 3; ++p)
+          for (index_t q = 0; q < 3; ++q) CHECK(g(i, o, p, q) == u(o));
+  }
+}

@@ -110,8 +110,28 @@ struct differ {
     return x;
   }
 
-  /// x broadcast to shape `to` (where an operand was broadcast in the forward op).
-  constexpr int expand_to(int x, const dims& to) { return at(x).shape == to ? x : b.broadcast_to(x, to); }
+  /// x broadcast to the shape of node `like` (where an operand was broadcast in the forward op,
+  /// or a reduction is undone). A broadcast to a dyn target extent keeps the source's extent at
+  /// run time, so where `like` has a dyn extent that x has as 1 (or lacks), the extent comes from
+  /// like's value: x plus zeros shaped like `like` cut to one element along its static axes (a
+  /// few elements read, whatever their values: eq(NaN, NaN) is false but both branches are 0).
+  constexpr int expand_like(int x, int like) {
+    const dims to = at(like).shape, s = at(x).shape;
+    if (s == to) return x;
+    const int lead = to.rank - s.rank;
+    bool from_like = false;
+    for (int a = 0; a < to.rank; ++a)
+      if (to.e[a] == dyn && (a < lead || s.e[a - lead] != dyn)) from_like = true;
+    if (!from_like) return b.broadcast_to(x, to);
+    int src = like;
+    for (int a = 0; a < to.rank; ++a)
+      if (to.e[a] != dyn && to.e[a] > 1) src = b.slice(src, a, 0, 1, 1);
+    const int zero = c(0, at(x).dt);
+    const int same = b.binary(op::eq, src, src);
+    const int zeros_of_like = b.where(same, zero, zero);
+    const int y = b.add(x, zeros_of_like);
+    return at(y).shape == to ? y : b.broadcast_to(y, to);
+  }
 
   /// A reduction's output-shaped value v, reshaped to keep the reduced axes (extent 1).
   constexpr int keep(int v, const node& red) {
@@ -240,7 +260,7 @@ struct differ {
       case op_kind::reduce: {
         const int gk = keep(g, y);
         if (y.o == op::sum) {
-          out[0] = b.broadcast_to(gk, in_shape(0));
+          out[0] = expand_like(gk, y.in[0]);
         } else {  // amax, amin: shared evenly among the elements equal to the result
           const int mask = b.binary(op::eq, y.in[0], keep(i, y));
           const int count = b.reduce(op::sum, b.cast(mask, y.dt), y.axes, true);
@@ -350,14 +370,14 @@ struct differ {
         int sum = -1;
         for (int j = 0; j < 2; ++j) {
           if (!active[j]) continue;
-          const int term = expand_to(scale(t[j], f[j]), y.shape);
+          const int term = expand_like(scale(t[j], f[j]), i);
           sum = sum < 0 ? term : b.add(sum, term);
         }
         return sum;
       }
       case op_kind::ternary: {
         const int zero = c(0, y.dt);
-        return expand_to(b.where(y.in[0], active[1] ? t[1] : zero, active[2] ? t[2] : zero), y.shape);
+        return expand_like(b.where(y.in[0], active[1] ? t[1] : zero, active[2] ? t[2] : zero), i);
       }
       case op_kind::reduce: {
         if (y.o == op::sum) return b.reduce(op::sum, t[0], y.axes, y.keepdim);
@@ -372,7 +392,7 @@ struct differ {
           const int term = b.matmul(y.in[0], t[1]);
           sum = sum < 0 ? term : b.add(sum, term);
         }
-        return expand_to(sum, y.shape);
+        return expand_like(sum, i);
       }
       case op_kind::movement:  // linear in the data operand: the same op on its tangent
         switch (y.o) {
