@@ -183,6 +183,63 @@ TEST_CASE("f64 exp at the edges: infinities, NaN, huge and denormal results (no 
   }
 }
 
+TEST_CASE("pow: C's special cases on both backends, f32 within an ulp, the gradient at a zero base") {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> v = {0,    -0.0,  1,   -1,  2,   -2,   0.5,  -0.5, 3,    -3,  2.5,
+                                 -2.5, inf,   -inf, nan, 1e30, 1e-30, 10,   -7,   0.75, 4096};
+  const auto n = static_cast<index_t>(v.size() * v.size());
+  tensor<double, 1> a({n}), b({n});
+  for (std::size_t i = 0; i < v.size(); ++i)
+    for (std::size_t j = 0; j < v.size(); ++j) {
+      a(static_cast<index_t>(i * v.size() + j)) = v[i];
+      b(static_cast<index_t>(i * v.size() + j)) = v[j];
+    }
+  const auto same = [](double got, double want, double rtol) {
+    if (std::isnan(want)) return std::isnan(got);
+    if (got == want) return std::signbit(got) == std::signbit(want);
+    return std::fabs(got - want) <= rtol * std::fabs(want);
+  };
+  {
+    using A = input<"a", f64, shape<dyn>>;
+    using B = input<"b", f64, shape<dyn>>;
+    for (const tensor<double, 1>& y : {eval(pow(A{}, B{}), A{} = a, B{} = b),
+                                       eval(pow(A{}, B{}), A{} = a, B{} = b, eager::backend)})
+      for (index_t k = 0; k < n; ++k) {
+        INFO("pow(" << a(k) << ", " << b(k) << ") = " << y(k));
+        CHECK(same(y(k), std::pow(a(k), b(k)), 0));
+      }
+  }
+  {  // f32: every pair of the edges, and random pairs whose results span float's range
+    constexpr index_t r = 4000;
+    const auto ra = kt::random<float, 1>({r}, 0, 60);
+    const auto rb = kt::random<float, 1>({r}, -21, 21);
+    tensor<float, 1> af({n + r}), bf({n + r});
+    for (index_t k = 0; k < n; ++k) af(k) = static_cast<float>(a(k)), bf(k) = static_cast<float>(b(k));
+    for (index_t k = 0; k < r; ++k) af(n + k) = ra(k), bf(n + k) = rb(k);
+    using A = input<"a", f32, shape<dyn>>;
+    using B = input<"b", f32, shape<dyn>>;
+    const tensor<float, 1> y = eval(pow(A{}, B{}), A{} = af, B{} = bf);
+    for (index_t k = 0; k < n + r; ++k) {
+      // the exact value (in double) rounded to float is within half an ulp; allow one
+      const double exact = std::pow(static_cast<double>(af(k)), static_cast<double>(bf(k)));
+      const float want = static_cast<float>(exact);
+      INFO("pow(" << af(k) << ", " << bf(k) << ") = " << y(k) << ", want " << want);
+      if (std::isnan(want) || std::isinf(want) || want == 0) CHECK(same(y(k), want, 0));
+      else CHECK(std::fabs(y(k) - want) <= std::fabs(std::nextafter(want, 2 * want) - want));
+    }
+  }
+  {  // d/da a^b at a = 0: b a^(b - 1), PyTorch's 1 for b = 1 and inf for b = 0.5
+    using A = input<"a", f64, shape<2>>;
+    using B = input<"b", f64, shape<2>>;
+    const tensor<double, 1> a0({2}, {0.0, 0.0}), e({2}, {1.0, 0.5});
+    const auto g = grad(sum(pow(A{}, B{})), A{});
+    for (const tensor<double, 1>& d : {eval(g, A{} = a0, B{} = e), eval(g, A{} = a0, B{} = e, eager::backend)}) {
+      CHECK(d(0) == 1.0);
+      CHECK(d(1) == inf);
+    }
+  }
+}
+
 TEST_CASE("f32 erf and gelu: a kernel in scalar mode gives the bits of one in vectors") {
   // cast<f64>(...) mixes widths, so its kernel computes in scalars; erf and gelu alone in
   // vectors. Fresh random inputs over [-6, 6], and the tail [3.7, 3.92] where erf nears 1.

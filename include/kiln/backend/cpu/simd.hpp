@@ -333,8 +333,47 @@ template <class T, class A> [[gnu::always_inline]] inline xsimd::batch<T, A> tan
 template <class T, class A> [[gnu::always_inline]] inline xsimd::batch<T, A> sin(const xsimd::batch<T, A>& x) { return xsimd::sin(x); }
 template <class T, class A> [[gnu::always_inline]] inline xsimd::batch<T, A> cos(const xsimd::batch<T, A>& x) { return xsimd::cos(x); }
 template <class T, class A> [[gnu::always_inline]] inline xsimd::batch<T, A> abs(const xsimd::batch<T, A>& x) { return xsimd::abs(x); }
+/// a^b in f64 with C's special cases (x^0 = 1 for every x, NaN included; 1^y = 1; (-1)^(+-inf) =
+/// 1; the sign of a negative base (-0 and -inf included) to an odd integer power; NaN for a
+/// finite negative base to a finite non-integer power; 0 and inf from the limits of e^(b log|a|)).
+/// The value itself is e^(b log|a|), whose error grows with |b log|a||: the f32 pow computes it
+/// in f64 (within an ulp after rounding to float); the f64 pow takes std::pow lane by lane.
+template <class A>
+[[gnu::always_inline]] inline xsimd::batch<double, A> pow_f64_by_log(const xsimd::batch<double, A>& a,
+                                                                      const xsimd::batch<double, A>& b) {
+  using V = xsimd::batch<double, A>;
+  const V inf(std::numeric_limits<double>::infinity());
+  const V r = exp_f64(b * xsimd::log(xsimd::abs(a)));
+  // whether |b| and |b| / 2 are integers, by rounding through 2^52 (xsimd's f64 floor converts to
+  // an integer on SSE2, undefined for infinities)
+  const V big(4503599627370496.0);  // 2^52: every double from here on is an integer
+  const auto whole = [&](const V& x) { return (x >= big) | (((x + big) - big) == x); };
+  const V mb = xsimd::abs(b);
+  const auto finite_b = mb < inf;
+  const auto integer = finite_b & whole(mb);
+  const auto odd = integer & !whole(mb * V(0.5));
+  const auto negative_base = xsimd::copysign(V(1.0), a) < V(0.0);
+  const V signed_r = xsimd::select(odd & negative_base, xsimd::copysign(r, V(-1.0)), r);  // (-x is 0 - x on some targets)
+  const auto no_real_value = (a < V(0.0)) & (xsimd::abs(a) < inf) & finite_b & !integer;
+  const auto one = (b == V(0.0)) | (a == V(1.0)) | ((a == V(-1.0)) & !finite_b & (b == b));
+  return xsimd::select(one, V(1.0), xsimd::select(no_real_value, V(std::numeric_limits<double>::quiet_NaN()), signed_r));
+}
 template <class T, class A>
-[[gnu::always_inline]] inline xsimd::batch<T, A> pow(const xsimd::batch<T, A>& a, const xsimd::batch<T, A>& b) { return xsimd::pow(a, b); }
+[[gnu::always_inline]] inline xsimd::batch<T, A> pow(const xsimd::batch<T, A>& a, const xsimd::batch<T, A>& b) {
+  using V = xsimd::batch<T, A>;
+  constexpr std::size_t n = V::size;
+  alignas(V::arch_type::alignment()) T pa[n], pb[n], out[n];
+  a.store_aligned(pa);
+  b.store_aligned(pb);
+  if constexpr (std::is_same_v<T, float>) {
+    using D = xsimd::batch<double, A>;
+    for (std::size_t h = 0; h < n; h += D::size)
+      pow_f64_by_log(D::load_unaligned(pa + h), D::load_unaligned(pb + h)).store_unaligned(out + h);
+  } else {
+    for (std::size_t i = 0; i < n; ++i) out[i] = std::pow(pa[i], pb[i]);
+  }
+  return V::load_aligned(out);
+}
 template <class T, class A>
 [[gnu::always_inline]] inline xsimd::batch<T, A> fma(const xsimd::batch<T, A>& a, const xsimd::batch<T, A>& b, const xsimd::batch<T, A>& c) {
   return fmadd(a, b, c);
