@@ -305,7 +305,7 @@ template <class A>
 template <class A>
 [[gnu::always_inline]] inline xsimd::batch<double, A> exp_f64(const xsimd::batch<double, A>& x) {
   using V = xsimd::batch<double, A>;
-  const auto nan = x != x;
+  const auto nan = xsimd::isnan(x);  // (not x != x: AVX-512 compares NaN ordered, false)
   const V c = xsimd::select(nan, V(0.0), xsimd::select(x < V(-746.0), V(-746.0), xsimd::select(x > V(710.0), V(710.0), x)));
   V y = xsimd::exp(c);
   const auto edge = (c > V(709.0)) | (c < V(-708.0));
