@@ -341,12 +341,12 @@ constexpr auto sdpa_node(const Q& q, const K& k, const V& v, const M& mask, doub
   constexpr bool scale_ok = poisoned || !shape_ok || HasScale || qs.e[r - 1] != dyn;
   constexpr bool grouped = !poisoned && shape_ok && r >= 3 && qs.e[r - 3] != ks.e[r - 3];
   constexpr bool dyn_ok = !grouped || (at_most_one_dyn(qs) && at_most_one_dyn(ks) && at_most_one_dyn(vs));
-  (void)error::dtype_not_supported<Causal ? op::sdpa_causal : op::sdpa, EM::dt,
-                                   EM::dt == dtype::boolean || is_floating(EM::dt)>::value;
+  constexpr bool mask_ok = EM::dt == dtype::boolean || is_floating(EM::dt);
+  (void)error::dtype_not_supported<Causal ? op::sdpa_causal : op::sdpa, EM::dt, mask_ok>::value;
   (void)error::attention_shapes_do_not_match<as_shape<qs>, as_shape<ks>, as_shape<vs>, as_shape<ms>, shape_ok>::value;
   (void)error::grouped_attention_needs_at_most_one_dyn_extent<as_shape<qs>, as_shape<ks>, dyn_ok>::value;
   (void)error::attention_default_scale_needs_a_static_head_size<as_shape<qs>, scale_ok>::value;
-  if constexpr (!(shape_ok && dyn_ok && scale_ok && (EM::dt == dtype::boolean || is_floating(EM::dt)))) {
+  if constexpr (!(shape_ok && dyn_ok && scale_ok && mask_ok)) {
     return ex::invalid<d>{};
   } else {
     const double sc = HasScale ? scale : 1.0 / sqrt_constexpr(static_cast<double>(qs.e[r - 1]));
