@@ -609,6 +609,134 @@ inline any_tensor run_fold(const node& n, const any_tensor& cols) {
   return out;
 }
 
+/// t's values broadcast to shape `to`, row-major, in double (bool as 0 or 1).
+inline std::vector<double> dense_f64(const any_tensor& t, const dims& to) {
+  std::vector<double> out(static_cast<std::size_t>(to.numel()));
+  visit(t.dt(), [&]<dtype D>() {
+    for_each_broadcast(to, [&](index_t k, index_t off) { out[static_cast<std::size_t>(k)] = static_cast<double>(load<D>(t.bytes(), off)); }, t);
+  });
+  return out;
+}
+
+/// Fused attention's reference (ops.hpp): plain loops in double, each score row max-subtracted
+/// and normalised as a whole (no tiling), so it checks the CPU backend's online softmax.
+/// score(row, j) calls f(j, s) with key j's masked score, -inf where it is masked.
+struct attention_reference {
+  attention_geometry g;
+  bool causal, bool_mask;
+  std::vector<double> q, k, v, m;
+  attention_reference(const node& n, const any_tensor& qt, const dims& ks, const dims& vs, const any_tensor& mask)
+      : g(qt.shape(), ks, vs), causal(n.value != 0), bool_mask(mask.dt() == dtype::boolean) {
+    if (!attention_shape(qt.shape(), ks, vs, mask.shape()).ok)
+      throw shape_error(name(n.o), qt.shape(), ks, "do not match as attention's q [..., h, tq, d] and k [..., hk, tk, d]");
+    q = dense_f64(qt, qt.shape());
+    m = dense_f64(mask, attention_geometry::scores(qt.shape(), ks));
+  }
+  /// The scores of query row i of head h in batch b, into s (size tk).
+  void scores(index_t b, index_t h, index_t i, std::vector<double>& s) const {
+    const index_t kh = h / (g.h / g.hk);
+    const double* qi = &q[static_cast<std::size_t>(((b * g.h + h) * g.tq + i) * g.d)];
+    const double* mi = &m[static_cast<std::size_t>(((b * g.h + h) * g.tq + i) * g.tk)];
+    for (index_t j = 0; j < g.tk; ++j) {
+      const double* kj = &k[static_cast<std::size_t>(((b * g.hk + kh) * g.tk + j) * g.d)];
+      double dot = 0;
+      for (index_t c = 0; c < g.d; ++c) dot += qi[c] * kj[c];
+      const bool keep = (!bool_mask || mi[j] != 0) && (!causal || j <= i);
+      s[static_cast<std::size_t>(j)] = !keep ? -std::numeric_limits<double>::infinity() : bool_mask ? dot : dot + mi[j];
+    }
+  }
+};
+
+inline any_tensor run_attention(const node& n, const any_tensor& q, const any_tensor& k, const any_tensor& v,
+                                const any_tensor& mask) {
+  attention_reference a(n, q, k.shape(), v.shape(), mask);
+  const attention_geometry& g = a.g;
+  a.k = dense_f64(k, k.shape());
+  a.v = dense_f64(v, v.shape());
+  dims os = q.shape();
+  os.e[os.rank - 1] = g.dv + 1;
+  any_tensor out(n.dt, os);
+  std::vector<double> s(static_cast<std::size_t>(g.tk));
+  visit(n.dt, [&]<dtype D>() {
+    if constexpr (is_floating(D)) {
+      for (index_t b = 0; b < g.lead; ++b)
+        for (index_t h = 0; h < g.h; ++h)
+          for (index_t i = 0; i < g.tq; ++i) {
+            a.scores(b, h, i, s);
+            double mx = -std::numeric_limits<double>::infinity(), z = 0;
+            for (double x : s) mx = std::max(mx, x);
+            for (double& x : s) z += (x = std::exp(x - mx));  // NaN for a row with every key masked
+            const index_t row = ((b * g.h + h) * g.tq + i) * (g.dv + 1), kh = h / (g.h / g.hk);
+            for (index_t c = 0; c < g.dv; ++c) {
+              double acc = 0;
+              for (index_t j = 0; j < g.tk; ++j) acc += s[static_cast<std::size_t>(j)] * a.v[static_cast<std::size_t>(((b * g.hk + kh) * g.tk + j) * g.dv + c)];
+              store<D>(out.bytes(), row + c, static_cast<compute_t<D>>(acc / z));
+            }
+            store<D>(out.bytes(), row + g.dv, static_cast<compute_t<D>>(mx + std::log(z)));
+          }
+    }
+  });
+  return out;
+}
+
+/// Rows of dq, then of dk ++ dv (ops.hpp), by the chain rule through the softmax in double:
+/// dS = P (dP - D), dP = dO v^T, D = rowsum(dO o) - g_lse.
+inline any_tensor run_attention_grad(const node& n, const any_tensor& q, const any_tensor& kv, const any_tensor& mask,
+                                     const any_tensor& og) {
+  const int r = q.rank();
+  const shape_result rs = attention_grad_shape(q.shape(), kv.shape(), mask.shape(), og.shape());
+  if (!rs.ok) throw shape_error("attention_grad", q.shape(), kv.shape(), "do not match as q and k ++ v");
+  const index_t d = q.shape().e[r - 1];
+  dims ks = kv.shape(), vs = kv.shape();
+  ks.e[r - 1] = d;
+  vs.e[r - 1] = kv.shape().e[r - 1] - d;
+  attention_reference a(n, q, ks, vs, mask);
+  const attention_geometry& g = a.g;
+  const std::vector<double> kvd = dense_f64(kv, kv.shape()), ogd = dense_f64(og, og.shape());
+  const index_t w = d + g.dv, ow = 2 * (g.dv + 1);
+  a.k.resize(static_cast<std::size_t>(g.lead * g.hk * g.tk * d));
+  a.v.resize(static_cast<std::size_t>(g.lead * g.hk * g.tk * g.dv));
+  for (index_t row = 0; row < g.lead * g.hk * g.tk; ++row) {
+    for (index_t c = 0; c < d; ++c) a.k[static_cast<std::size_t>(row * d + c)] = kvd[static_cast<std::size_t>(row * w + c)];
+    for (index_t c = 0; c < g.dv; ++c) a.v[static_cast<std::size_t>(row * g.dv + c)] = kvd[static_cast<std::size_t>(row * w + d + c)];
+  }
+  const index_t rows = g.h * g.tq + g.hk * g.tk;
+  std::vector<double> res(static_cast<std::size_t>(g.lead * rows * w), 0.0), s(static_cast<std::size_t>(g.tk));
+  for (index_t b = 0; b < g.lead; ++b)
+    for (index_t h = 0; h < g.h; ++h)
+      for (index_t i = 0; i < g.tq; ++i) {
+        a.scores(b, h, i, s);
+        const double* oi = &ogd[static_cast<std::size_t>(((b * g.h + h) * g.tq + i) * ow)];
+        const double lse = oi[g.dv], *doi = oi + g.dv + 1, glse = oi[2 * g.dv + 1];
+        double dd = -glse;
+        for (index_t c = 0; c < g.dv; ++c) dd += doi[c] * oi[c];
+        const index_t kh = h / (g.h / g.hk);
+        double* dq = &res[static_cast<std::size_t>((b * rows + h * g.tq + i) * w)];
+        for (index_t j = 0; j < g.tk; ++j) {
+          const double p = std::exp(s[static_cast<std::size_t>(j)] - lse);
+          const index_t kvrow = (b * g.hk + kh) * g.tk + j;
+          const double* kj = &a.k[static_cast<std::size_t>(kvrow * d)];
+          const double* vj = &a.v[static_cast<std::size_t>(kvrow * g.dv)];
+          double dp = 0;
+          for (index_t c = 0; c < g.dv; ++c) dp += doi[c] * vj[c];
+          const double ds = p * (dp - dd);
+          double* dkv = &res[static_cast<std::size_t>((b * rows + g.h * g.tq + kh * g.tk + j) * w)];
+          const double* qi = &a.q[static_cast<std::size_t>(((b * g.h + h) * g.tq + i) * d)];
+          for (index_t c = 0; c < d; ++c) {
+            dq[c] += ds * kj[c];
+            dkv[c] += ds * qi[c];
+          }
+          for (index_t c = 0; c < g.dv; ++c) dkv[d + c] += p * doi[c];
+        }
+      }
+  any_tensor out(n.dt, rs.shape);
+  visit(n.dt, [&]<dtype D>() {
+    if constexpr (is_floating(D))
+      for (std::size_t i = 0; i < res.size(); ++i) store<D>(out.bytes(), static_cast<index_t>(i), static_cast<compute_t<D>>(res[i]));
+  });
+  return out;
+}
+
 inline any_tensor run_rand(const node& n, const dims& like, const any_tensor& seed) {
   if (seed.rank() != 0 || seed.dt() != dtype::i64) throw shape_error("rand", seed.shape(), "is not a rank-0 i64 seed");
   any_tensor out(dtype::f32, like);
@@ -769,6 +897,8 @@ inline any_tensor run_node(const node& n, const any_tensor* in) {
         case op::scatter_add: return run_scatter_add(n, in[0], in[1], in[2].shape());
         case op::unfold: return run_unfold(n, in[0]);
         case op::fold: return run_fold(n, in[0]);
+        case op::attention: return run_attention(n, in[0], in[1], in[2], in[3]);
+        case op::attention_grad: return run_attention_grad(n, in[0], in[1], in[2], in[3]);
         default: break;
       }
       break;

@@ -181,6 +181,81 @@ constexpr shape_result sdpa_shape(const dims& q, const dims& k, const dims& v, c
   return {out, true};
 }
 
+/// Whether attention's fused primitives take these operands: the trailing heads, lengths and
+/// head sizes static, as their packed outputs need, and at most one dyn (batch) extent, so that
+/// the gradients' rows can be viewed back as q, k and v.
+constexpr bool attention_extents_static(const dims& q, const dims& k, const dims& v) {
+  const int r = q.rank;
+  int dq = 0, dk = 0, dv = 0;
+  for (int i = 0; i < r; ++i) {
+    if ((q.e[i] == dyn || k.e[i] == dyn || v.e[i] == dyn) && i >= r - 3) return false;
+    dq += q.e[i] == dyn;
+    dk += k.e[i] == dyn;
+    dv += v.e[i] == dyn;
+  }
+  return r >= 2 && dq <= 1 && dk <= 1 && dv <= 1;
+}
+
+/// The extents of one attention problem, from q [..., h, tq, d] and k, v [..., hk, tk, d | dv]
+/// (run-time shapes): `lead` is the product of the leading extents (1 for rank 2 and 3).
+struct attention_geometry {
+  index_t lead = 1, h = 1, hk = 1, tq = 0, tk = 0, d = 0, dv = 0;
+  constexpr attention_geometry(const dims& q, const dims& k, const dims& v) {
+    const int r = q.rank;
+    for (int i = 0; i < r - 3; ++i) lead *= q.e[i];
+    if (r >= 3) {
+      h = q.e[r - 3];
+      hk = k.e[r - 3];
+    }
+    tq = q.e[r - 2];
+    tk = k.e[r - 2];
+    d = q.e[r - 1];
+    dv = v.e[r - 1];
+  }
+  /// The scores' shape [..., h, tq, tk], which the mask broadcasts to.
+  static constexpr dims scores(const dims& q, const dims& k) {
+    dims s = q;
+    s.e[s.rank - 1] = k.e[k.rank - 2];
+    return s;
+  }
+};
+
+/// attention(q, k, v, mask) -> [..., h, tq, dv + 1]: sdpa's value and each row's logsumexp.
+constexpr shape_result attention_shape(const dims& q, const dims& k, const dims& v, const dims& mask) {
+  shape_result s = sdpa_shape(q, k, v, mask);
+  if (!s.ok || s.shape.poisoned()) return s;
+  if (!attention_extents_static(q, k, v)) return {dims::poison(), false};
+  s.shape.e[s.shape.rank - 1] += 1;
+  return s;
+}
+
+/// attention_grad(q, kv, mask, og) -> [..., h tq + hk tk, d + dv]: rows of dq (its first d
+/// columns) then rows of dk ++ dv, for kv = k ++ v and og = attention's value ++ its cotangent.
+constexpr shape_result attention_grad_shape(const dims& q, const dims& kv, const dims& mask, const dims& og) {
+  if (q.poisoned() || kv.poisoned() || mask.poisoned() || og.poisoned()) return poisoned_result();
+  const shape_result bad{dims::poison(), false};
+  const int r = q.rank;
+  if (r < 2 || kv.rank != r || og.rank != r) return bad;
+  const index_t d = q.e[r - 1], w = kv.e[r - 1];
+  if (d == dyn || w == dyn || w <= d) return bad;
+  dims k = kv, v = kv;
+  k.e[r - 1] = d;
+  v.e[r - 1] = w - d;
+  const shape_result a = attention_shape(q, k, v, mask);
+  if (!a.ok) return bad;
+  dims want_og = a.shape;
+  want_og.e[r - 1] *= 2;
+  for (int i = 0; i < r; ++i)
+    if (!extents_compatible(og.e[i], want_og.e[i])) return bad;
+  const index_t h = r >= 3 ? q.e[r - 3] : 1, hk = r >= 3 ? kv.e[r - 3] : 1;
+  dims out;
+  out.rank = r >= 3 ? r - 1 : 2;
+  for (int i = 0; i < r - 3; ++i) out.e[i] = q.e[i];
+  out.e[out.rank - 2] = h * q.e[r - 2] + hk * kv.e[r - 2];
+  out.e[out.rank - 1] = w;
+  return {out, true};
+}
+
 /// linear(x, w, b) = x w^T + b, with w [out, in] and b [out] (PyTorch's layout).
 constexpr shape_result linear_shape(const dims& x, const dims& w, const dims& b) {
   if (x.poisoned() || w.poisoned() || b.poisoned()) return poisoned_result();

@@ -100,7 +100,7 @@ struct leaf_base : expr_base {
 template <op O, fixed_string Name, dtype D, class S>
 struct named_leaf : ex::leaf_base<0, 0> {
   static_assert(detail::is_shape<S>::value, "kiln: a placeholder's third argument must be kiln::shape<...>");
-  static_assert(Name.size() > 0 && Name.size() <= max_name, "kiln: placeholder names have 1 to 31 characters");
+  static_assert(Name.size() > 0 && Name.size() <= max_name, "kiln: placeholder names have 1 to 127 characters");
   static constexpr dtype dt = D;
   static constexpr dims shape = S::value;
   static constexpr auto name = Name;  ///< the placeholder's name, a fixed_string

@@ -90,6 +90,31 @@ struct literal : leaf_base<0, 0> {
   }
 };
 
+}  // namespace ex
+
+namespace detail {
+/// layer_norm(x, gamma, beta, eps) with eps a literal (the bits of a double), not a run-time
+/// scalar: the expression stays pure, so tracing shares it wherever it is used (nn::layer_norm).
+template <std::uint64_t EpsBits, tensor_operand X, tensor_operand G, tensor_operand B>
+constexpr auto layer_norm_literal_eps(const X& x, const G& gamma, const B& beta) {
+  using EX = decltype(as_expr(x));
+  using EG = decltype(as_expr(gamma));
+  using EB = decltype(as_expr(beta));
+  constexpr dtype d = float_result(promote(promote(EX::dt, EG::dt), EB::dt));
+  if constexpr (!layer_norm_shape(EX::shape, EG::shape, EB::shape).ok) {
+    return kiln::layer_norm(x, gamma, beta);  // (its error)
+  } else {
+    auto cx = to_dtype<d>(as_expr(x));
+    auto cg = to_dtype<d>(as_expr(gamma));
+    auto cb = to_dtype<d>(as_expr(beta));
+    auto ce = ex::literal<d, EpsBits>{};
+    return ex::build<ex::composite<op::layer_norm, 0, decltype(cx), decltype(cg), decltype(cb), decltype(ce)>>(cx, cg, cb, ce);
+  }
+}
+}  // namespace detail
+
+namespace ex {
+
 /// conv2d(x, weight, bias), max_pool2d(x), avg_pool2d(x) with their window.
 template <op O, window2d W, class... K>
 struct windowed : node_base<K...> {
@@ -349,8 +374,17 @@ constexpr auto sdpa_node(const Q& q, const K& k, const V& v, const M& mask, doub
   if constexpr (!(shape_ok && dyn_ok && scale_ok && mask_ok)) {
     return ex::invalid<d>{};
   } else {
-    const double sc = HasScale ? scale : 1.0 / sqrt_constexpr(static_cast<double>(qs.e[r - 1]));
-    auto cq = to_dtype<d>(as_expr(q)) * make_scalar<d>(sc);
+    // the default scale is known here: a literal, so that the expression stays pure (traced
+    // once wherever it is used, as in a stack of layers); a given one is a run-time scalar
+    const auto scaled = [&] {
+      if constexpr (HasScale) {
+        return to_dtype<d>(as_expr(q)) * make_scalar<d>(scale);
+      } else {
+        constexpr double sc = 1.0 / sqrt_constexpr(static_cast<double>(qs.e[r - 1]));
+        return to_dtype<d>(as_expr(q)) * ex::literal<d, std::bit_cast<std::uint64_t>(sc)>{};
+      }
+    };
+    auto cq = scaled();
     auto ck = to_dtype<d>(as_expr(k));
     auto cv = to_dtype<d>(as_expr(v));
     auto cm = to_dtype<md>(as_expr(mask));

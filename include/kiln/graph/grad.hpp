@@ -121,15 +121,17 @@ constexpr auto shared_if_impure(const E& e) {
   if constexpr (r.pure || r.n.o == op::share) return e;
   else return ex::build<ex::shared<share_key_of<E>(), E>>(e);
 }
-/// Whether the records under `top` hold a share of this key (impure records only: a share
-/// wraps an impure subtree; each record visited once, by hash).
-constexpr bool holds_share(const record& top, std::uint64_t key) {
+/// Whether the records under `top` hold a share of this key, whose subtree has `size` tree
+/// nodes (impure records only: a share wraps an impure subtree; each record visited once, by
+/// hash; subtrees too small to hold it are skipped, or the outputs of a training step, each
+/// holding the whole loss, would be walked once for every other output).
+constexpr bool holds_share(const record& top, std::uint64_t key, index_t size) {
   cvec<const record*> stack{&top};
   cvec<std::uint64_t> seen;
   while (!stack.empty()) {
     const record* r = stack.back();
     stack.pop_back();
-    if (r->pure) continue;
+    if (r->pure || r->tree_nodes <= size) continue;
     if (r->n.o == op::share && std::bit_cast<std::uint64_t>(r->n.value) == key) return true;
     bool again = false;
     for (std::uint64_t h : seen) again = again || h == r->hash;
@@ -263,7 +265,7 @@ constexpr auto outputs(const E&... e) {
       return as_expr(x);
     } else {
       constexpr std::uint64_t key = detail::share_key_of<EX>();
-      if constexpr ((detail::holds_share(record_ref<decltype(as_expr(e))>(), key) || ...))
+      if constexpr ((detail::holds_share(record_ref<decltype(as_expr(e))>(), key, r.tree_nodes) || ...))
         return detail::shared_if_impure(as_expr(x));
       else
         return as_expr(x);

@@ -22,7 +22,7 @@
 namespace kiln {
 
 /// Longest leaf name, in characters.
-inline constexpr std::size_t max_name = 31;
+inline constexpr std::size_t max_name = 127;  // (optimizer states add suffixes to module paths)
 
 /// A permutation of up to max_rank axes packed in 32 bits (4 bits an axis): cheap to copy in
 /// constant evaluation, where every copied array element costs a step.
@@ -229,6 +229,20 @@ constexpr inferred infer(const node& x, In in) {
         case op::fold:
           return from(in(0).dt, fold_shape(in(0).shape, window_of(x), fold_height(x), fold_width(x)),
                       "fold window does not fit");
+        case op::attention:
+        case op::attention_grad: {
+          const dtype t = in(0).dt;
+          if ((t != dtype::f32 && t != dtype::f64) || in(1).dt != t || (x.o == op::attention && in(2).dt != t))
+            return fail("attention needs q, k and v of one dtype, f32 or f64");
+          if (in(x.o == op::attention ? 3 : 2).dt != dtype::boolean && in(x.o == op::attention ? 3 : 2).dt != t)
+            return fail("attention's mask is bool or of q's dtype");
+          if (x.o == op::attention)
+            return from(t, attention_shape(in(0).shape, in(1).shape, in(2).shape, in(3).shape),
+                        "attention shapes do not match (static heads, lengths and head sizes)");
+          if (in(3).dt != t) return fail("attention_grad's value and cotangent are not of q's dtype");
+          return from(t, attention_grad_shape(in(0).shape, in(1).shape, in(2).shape, in(3).shape),
+                      "attention_grad shapes do not match");
+        }
         default: return fail("an unknown movement op");
       }
     case op_kind::random:

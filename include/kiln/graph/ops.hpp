@@ -34,6 +34,12 @@ enum class op : std::uint8_t {
   // shaped like `like` (not read) at those rows; unfold(x) lays each 2-D window of x out as a
   // column (im2col, padding filled with node.value); fold(cols) adds columns back (col2im)
   gather, scatter_add, unfold, fold,
+  // fused attention, also a kernel of its own (kind movement: a routine per backend, no fusion):
+  // attention(q, k, v, mask) is sdpa's value with the logsumexp of each score row appended,
+  // [..., h, tq, dv + 1]; attention_grad(q, kv, mask, og) takes kv = k ++ v and og = that value ++
+  // its cotangent along the last axis and gives dq's rows then dk ++ dv's rows,
+  // [..., h tq + hk tk, d + dv] (shape_rules.hpp); node.value 1 = causal
+  attention, attention_grad,
   // rand(like, seed): uniform [0, 1) f32 values shaped like `like` (not read), element i being
   // philox(seed, stream = node.axes).uniform24(i); seed is a rank-0 i64 value
   rand,
@@ -142,6 +148,8 @@ inline constexpr op_info op_table[] = {
     row("scatter_add", K::movement, 3, 0, 4),
     row("unfold", K::movement, 1),
     row("fold", K::movement, 1),
+    row("attention", K::movement, 4),
+    row("attention_grad", K::movement, 4),
     row("rand", K::random, 2, 0, 1),
     row("softmax", K::composite, 1, decomposed),
     row("log_softmax", K::composite, 1, decomposed),

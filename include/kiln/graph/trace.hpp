@@ -54,7 +54,9 @@ struct binding {
 /// Traces the records under `top` into a graph; fills `bind` when given.
 constexpr graph walk(const record& top, binding* bind = nullptr) {
   graph g;
-  g.nodes.reserve(static_cast<std::size_t>(top.tree_nodes));
+  // (the tree's node count bounds the graph's, but repeated subtrees are emitted once: a stack
+  // of layers has a tree exponentially larger than its graph, so the reserve is capped)
+  g.nodes.reserve(static_cast<std::size_t>(top.tree_nodes < 4096 ? top.tree_nodes : 4096));
   struct frame {
     const record* r;
     int next;

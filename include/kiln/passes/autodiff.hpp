@@ -34,6 +34,7 @@
 #include "../core/shape_rules.hpp"
 #include "../graph/graph.hpp"
 #include "builder.hpp"
+#include "decompose.hpp"
 
 namespace kiln::passes {
 
@@ -280,6 +281,12 @@ struct differ {
           case op::scatter_add: out[1] = b.gather(g, y.in[0]); return;
           case op::unfold: out[0] = b.fold(g, window_of(y), in_shape(0).e[2], in_shape(0).e[3]); return;
           case op::fold: out[0] = b.unfold(g, window_of(y)); return;
+          case op::attention: attention_vjp(i, g, active, out); return;
+          case op::attention_grad:
+            autodiff_unsupported(
+                "second derivatives through fused attention (scaled_dot_product_attention in f32/f64 with static "
+                "heads, lengths and head sizes), as with PyTorch's flash kernel");
+            return;
           default: return;
         }
       case op_kind::random: return;  // no derivative
@@ -288,6 +295,89 @@ struct differ {
         return;
       default: autodiff_unsupported("an op without a derivative rule"); return;
     }
+  }
+
+  // ---- fused attention (graph/ops.hpp): y = attention(q, k, v, mask) is [o | lse] ------------
+
+  /// The probabilities exp(s - lse) [..., h, tq, tk] of attention node i, recomputed from its
+  /// inputs and its saved logsumexp (the mask's derivative and forward mode only: these hold
+  /// the score matrix, which the fused kernels never write).
+  constexpr int attention_probabilities(int i) {
+    const node y = at(i);
+    const int r = y.shape.rank;
+    const index_t dv = y.shape.e[r - 1] - 1;
+    decomposer d{b};
+    const int s = d.attention_scores(y.in[0], y.in[1], y.in[3], y.value != 0);
+    const int lse = b.slice(i, r - 1, dv, dv + 1, 1);
+    return b.unary(op::exp, b.sub(s, lse));
+  }
+
+  /// Reverse mode: q, k and v's adjoints from the fused backward kernel (FlashAttention-2's: it
+  /// recomputes the scores tile by tile), which reads k ++ v and y ++ g; a float mask's adjoint
+  /// is dS = P (dP - D), dP = g_o v^T, D = rowsum(g_o o) - g_lse, built from primitives.
+  constexpr void attention_vjp(int i, int g, const bool* active, int* out) {
+    const node y = at(i);
+    const dims qs = at(y.in[0]).shape, ks = at(y.in[1]).shape, vs = at(y.in[2]).shape;
+    const int r = qs.rank;
+    const index_t d = qs.e[r - 1], dv = vs.e[r - 1], tq = qs.e[r - 2], tk = ks.e[r - 2];
+    const index_t h = r >= 3 ? qs.e[r - 3] : 1, hk = r >= 3 ? ks.e[r - 3] : 1;
+    const bool causal = y.value != 0;
+    if (active[0] || active[1] || active[2]) {
+      const int kv = b.concat(y.in[1], y.in[2], r - 1);
+      const int og = b.concat(i, g, r - 1);
+      const int gr = b.attention_grad(y.in[0], kv, y.in[3], og, causal);
+      const int rows = at(gr).shape.rank - 2, cols = rows + 1;
+      if (active[0]) {
+        const int dq_rows = b.slice(gr, rows, 0, h * tq, 1);
+        out[0] = b.reshape(b.slice(dq_rows, cols, 0, d, 1), qs);
+      }
+      if (active[1] || active[2]) {
+        const int kv_rows = b.slice(gr, rows, h * tq, h * tq + hk * tk, 1);
+        if (active[1]) out[1] = b.reshape(b.slice(kv_rows, cols, 0, d, 1), ks);
+        if (active[2]) out[2] = b.reshape(b.slice(kv_rows, cols, d, d + dv, 1), vs);
+      }
+    }
+    if (active[3]) {
+      const int p = attention_probabilities(i);
+      const int go = b.slice(g, r - 1, 0, dv, 1);
+      const int glse = b.slice(g, r - 1, dv, dv + 1, 1);
+      const int o = b.slice(i, r - 1, 0, dv, 1);
+      decomposer dd{b};
+      const int dp = dd.grouped_matmul(go, y.in[2], true);
+      const int rowsum = b.reduce(op::sum, b.mul(go, o), 1u << (r - 1), true);
+      const int dd_ = b.sub(rowsum, glse);
+      const int ds = b.mul(p, b.sub(dp, dd_));
+      out[3] = reduce_to(ds, at(y.in[3]).shape);
+    }
+  }
+
+  /// Forward mode, from primitives: dS = dq k^T + q dk^T + dmask, dlse = rowsum(P dS),
+  /// do = (P (dS - dlse)) v + P dv; the tangent is do ++ dlse.
+  constexpr int attention_jvp(int i, const int* t) {
+    const node y = at(i);
+    const int r = y.shape.rank;
+    decomposer d{b};
+    int ds = -1;
+    if (t[0] >= 0) ds = d.grouped_matmul(t[0], y.in[1], true);
+    if (t[1] >= 0) {
+      const int term = d.grouped_matmul(y.in[0], t[1], true);
+      ds = ds < 0 ? term : b.add(ds, term);
+    }
+    if (t[3] >= 0) ds = ds < 0 ? t[3] : b.add(ds, t[3]);  // (broadcast by the products with P below)
+    int dout = -1, dlse = -1;
+    const int p = attention_probabilities(i);
+    if (ds >= 0) {
+      dlse = b.reduce(op::sum, b.mul(p, ds), 1u << (r - 1), true);
+      const int dp = b.mul(p, b.sub(ds, dlse));
+      dout = d.grouped_matmul(dp, y.in[2], false);
+    }
+    if (t[2] >= 0) {
+      const int term = d.grouped_matmul(p, t[2], false);
+      dout = dout < 0 ? term : b.add(dout, term);
+    }
+    if (dout < 0) return -1;
+    if (dlse < 0) dlse = zeros(b.slice(i, r - 1, 0, 1, 1));
+    return expand_like(b.concat(dout, dlse, r - 1), i);
   }
 
   constexpr void shape_vjp(const node& y, int g, const bool* active, int* out) {
@@ -400,6 +490,10 @@ struct differ {
           case op::scatter_add: return b.scatter_add(y.in[0], t[1], y.in[2]);
           case op::unfold: return b.unfold(t[0], window_of(y));  // padding is constant: tangent 0
           case op::fold: return b.fold(t[0], window_of(y), fold_height(y), fold_width(y));
+          case op::attention: return attention_jvp(i, t);
+          case op::attention_grad:
+            autodiff_unsupported("forward-mode derivatives of fused attention's backward (attention_grad)");
+            return -1;
           default: return -1;
         }
       case op_kind::random: return -1;

@@ -18,6 +18,14 @@ namespace detail {
 inline void rule_emitted_an_invalid_node(const char* why) {
   throw std::logic_error(std::string("kiln: a pass emitted an invalid node: ") + why);
 }
+/// Whether permute node n swaps its last two axes and keeps the others.
+constexpr bool swaps_last_two(const node& n) {
+  const int r = n.shape.rank;
+  if (r < 2) return false;
+  for (int i = 0; i < r - 2; ++i)
+    if (n.perm[i] != i) return false;
+  return n.perm[r - 2] == r - 1 && n.perm[r - 1] == r - 2;
+}
 }  // namespace detail
 
 struct builder {
@@ -151,6 +159,20 @@ struct builder {
     node n = with_inputs(op::fold, cols);
     set_window(n, w);
     set_fold_extents(n, h, wd);
+    return emit_inferred(n);
+  }
+  /// Fused attention (graph/ops.hpp): the value with each row's logsumexp appended, and the
+  /// gradients of q and of k ++ v from it and its cotangent og.
+  constexpr int attention(int q, int k, int v, int mask, bool causal) {
+    node n = with_inputs(op::attention, q, k, v);
+    n.in[3] = mask;
+    n.value = causal ? 1 : 0;
+    return emit_inferred(n);
+  }
+  constexpr int attention_grad(int q, int kv, int mask, int og, bool causal) {
+    node n = with_inputs(op::attention_grad, q, kv, mask);
+    n.in[3] = og;
+    n.value = causal ? 1 : 0;
     return emit_inferred(n);
   }
   /// The element count of x's axes in `axes`, as a rank-0 value of dtype dt.

@@ -251,15 +251,6 @@ struct simplifier {
   }
 };
 
-/// Whether permute node n swaps its last two axes and keeps the others.
-constexpr bool swaps_last_two(const node& n) {
-  const int r = n.shape.rank;
-  if (r < 2) return false;
-  for (int i = 0; i < r - 2; ++i)
-    if (n.perm[i] != i) return false;
-  return n.perm[r - 2] == r - 1 && n.perm[r - 1] == r - 2;
-}
-
 /// The operand of pointwise node n that is a reshape of n's shape when every other operand is
 /// rank 0, else -1. (The op's result reshaped back has the reshape's target: as valid.)
 constexpr int pointwise_of_reshape(const builder& b, const node& n) {

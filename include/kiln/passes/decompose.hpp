@@ -153,17 +153,13 @@ struct decomposer {
     return b.reshape(r, dims{xs.e[0], xs.e[1], ho, wo});
   }
 
-  /// Attention as PyTorch's math reference computes it: softmax(q k^T [masked]) v, q already
-  /// scaled. Grouped-query attention views q as [..., hk, h / hk, tq, d] and k, v as
-  /// [..., hk, 1, tk, d], so the matmuls broadcast each k/v head over its group; the scores are
-  /// masked and normalised as [..., h, tq, tk]. A bool mask (and the causal one) selects -inf
-  /// where it is false; a float mask is added. A row with every position masked is NaN, as in
-  /// PyTorch's math reference.
-  constexpr int sdpa(int q, int k, int v, int mask, bool causal) {
-    const dims qs = b.at(q).shape, ks = b.at(k).shape, vs = b.at(v).shape;
-    const int r = qs.rank;
-    const dtype t = b.at(q).dt;
-    const bool grouped = r >= 3 && qs.e[r - 3] != ks.e[r - 3];
+  /// a [..., h, tq, x] times m [..., hk, tk, y] (transposed: m^T), each k/v head serving h / hk
+  /// consecutive q heads (grouped-query attention): a is viewed as [..., hk, h / hk, tq, x] and
+  /// m as [..., hk, 1, tk, y], so that the matmul broadcasts each m head over its group.
+  constexpr int grouped_matmul(int a, int m, bool transpose_m) {
+    const dims as = b.at(a).shape, ms = b.at(m).shape;
+    const int r = as.rank;
+    const bool grouped = r >= 3 && as.e[r - 3] != ms.e[r - 3];
     const auto grouped_view = [&](const dims& s, index_t groups, index_t per_group) {
       dims g;
       g.rank = r + 1;
@@ -174,20 +170,29 @@ struct decomposer {
       g.e[r] = s.e[r - 1];
       return g;
     };
-    int qq = q, kk = k, vv = v;
+    int aa = a, mm = m;
     if (grouped) {
-      const index_t hk = ks.e[r - 3], g = qs.e[r - 3] / hk;
-      qq = b.reshape(q, grouped_view(qs, hk, g));
-      kk = b.reshape(k, grouped_view(ks, hk, 1));
-      vv = b.reshape(v, grouped_view(vs, hk, 1));
+      const index_t hk = ms.e[r - 3];
+      aa = b.reshape(a, grouped_view(as, hk, as.e[r - 3] / hk));
+      mm = b.reshape(m, grouped_view(ms, hk, 1));
     }
-    const int kt = b.transpose(kk);
-    int s = b.matmul(qq, kt);
+    if (transpose_m) mm = b.transpose(mm);
+    int p = b.matmul(aa, mm);
     if (grouped) {
-      dims flat = qs;
-      flat.e[r - 1] = ks.e[r - 2];
-      s = b.reshape(s, flat);
+      dims flat = as;
+      flat.e[r - 1] = b.at(p).shape.e[r];
+      p = b.reshape(p, flat);
     }
+    return p;
+  }
+
+  /// The masked scores q k^T [..., h, tq, tk] (q already scaled): a bool mask (and the causal
+  /// one: key j for query i where j <= i, top-left aligned as PyTorch's is_causal) selects -inf
+  /// where it is false; a float mask is added; a rank-0 `true` is no mask.
+  constexpr int attention_scores(int q, int k, int mask, bool causal) {
+    const int r = b.at(q).shape.rank;
+    const dtype t = b.at(q).dt;
+    int s = grouped_matmul(q, k, true);
     const node& m = b.at(mask);
     const bool no_mask = m.o == op::constant && m.dt == dtype::boolean && m.value != 0;
     const double inf = std::numeric_limits<double>::infinity();
@@ -197,7 +202,7 @@ struct decomposer {
     } else if (!no_mask) {
       s = b.add(s, mask);
     }
-    if (causal) {  // keep key j for query i where j <= i (top-left aligned, as PyTorch's is_causal)
+    if (causal) {
       const index_t tq = b.at(s).shape.e[r - 2];
       const int rows = b.iota(s, r - 2, dtype::i64);
       const int row = b.reshape(rows, dims{tq, 1});
@@ -206,19 +211,24 @@ struct decomposer {
       const int minus_inf = c(-inf, t);
       s = b.where(keep, s, minus_inf);
     }
-    int p = softmax(s, r - 1);
-    if (grouped) {
-      dims scores = grouped_view(qs, ks.e[r - 3], qs.e[r - 3] / ks.e[r - 3]);
-      scores.e[r] = ks.e[r - 2];
-      p = b.reshape(p, scores);
+    return s;
+  }
+
+  /// Attention as PyTorch's math reference computes it: softmax(q k^T [masked]) v, q already
+  /// scaled (for bf16, and where the heads, lengths or head sizes are dyn). A row with every
+  /// position masked is NaN, as in PyTorch's math reference. Otherwise it is the fused primitive
+  /// (FlashAttention's tiling: no score matrix in memory), its value without the logsumexp.
+  constexpr int sdpa(int q, int k, int v, int mask, bool causal) {
+    const dims qs = b.at(q).shape, ks = b.at(k).shape, vs = b.at(v).shape;
+    const int r = qs.rank;
+    const dtype t = b.at(q).dt;
+    if ((t == dtype::f32 || t == dtype::f64) && attention_extents_static(qs, ks, vs)) {
+      const int packed = b.attention(q, k, v, mask, causal);
+      return b.slice(packed, r - 1, 0, vs.e[r - 1], 1);
     }
-    int o = b.matmul(p, vv);
-    if (grouped) {
-      dims out = qs;
-      out.e[r - 1] = vs.e[r - 1];
-      o = b.reshape(o, out);
-    }
-    return o;
+    const int s = attention_scores(q, k, mask, causal);
+    const int p = softmax(s, r - 1);
+    return grouped_matmul(p, v, false);
   }
 
   /// A rule: emits node n (inputs already renumbered) in primitives; returns its new index.
@@ -276,6 +286,58 @@ static_assert(first_rule_mismatch() < 0,
               "kiln: decompose: an op marked composite in graph/ops.hpp has no rule in decomposer::rule_for, or a "
               "primitive has one (the value compared is the op's position in enum kiln::op)");
 
+/// Attention written by hand, which decompose emits as sdpa (TorchInductor's fuse_attention
+/// patterns): node i = matmul(softmax(S, last axis), v), the softmax read by nothing else, with
+/// S = q k^T, then optionally times or divided by a rank-0 value s, then optionally plus an
+/// additive mask m, where k^T is a permute of k swapping its last two axes, and q, k, v, m fit
+/// sdpa's shapes with the same result. It becomes sdpa(q * s (or q / s), k, v, m): the scale
+/// moves onto q (T d operations instead of T^2, one rounding moved). A bool mask applied with
+/// where(m, S, -inf) is not matched: -inf is a C++ number, a run-time leaf, not a known value.
+struct attention_pattern {
+  int q = -1, k = -1, v = -1, mask = -1, scale = -1;
+  op scale_op = op::mul;
+};
+
+constexpr attention_pattern match_attention(const graph& g, const cvec<int>& uses, int i) {
+  const auto at = [&](int x) -> const node& { return g.nodes[static_cast<std::size_t>(x)]; };
+  const attention_pattern none{};
+  attention_pattern m;
+  const node& out = at(i);
+  if (out.o != op::matmul || at(out.in[0]).o != op::softmax || uses[static_cast<std::size_t>(out.in[0])] != 1) return none;
+  const node& sm = at(out.in[0]);
+  const int r = sm.shape.rank;
+  const dtype t = sm.dt;
+  if (r < 2 || sm.axis != r - 1 || (t != dtype::f32 && t != dtype::f64 && t != dtype::bf16)) return none;
+  int x = sm.in[0];
+  if (at(x).o == op::add) {  // scores + mask, either way round
+    const node& a = at(x);
+    const op l = at(a.in[0]).o;
+    const bool left = l == op::matmul || l == op::mul || l == op::div;
+    m.mask = left ? a.in[1] : a.in[0];
+    x = left ? a.in[0] : a.in[1];
+    if (at(m.mask).dt != t) return none;
+  }
+  if (at(x).o == op::mul || at(x).o == op::div) {  // scaled by a rank-0 value
+    const node& a = at(x);
+    const bool first = at(a.in[1]).shape.rank == 0;
+    if (!first && (a.o == op::div || at(a.in[0]).shape.rank != 0)) return none;
+    m.scale = first ? a.in[1] : a.in[0];
+    m.scale_op = a.o;
+    x = first ? a.in[0] : a.in[1];
+    if (at(m.scale).dt != t) return none;
+  }
+  const node& qk = at(x);
+  if (qk.o != op::matmul || at(qk.in[1]).o != op::permute || !swaps_last_two(at(qk.in[1]))) return none;
+  m.q = qk.in[0];
+  m.k = at(qk.in[1]).in[0];
+  m.v = out.in[1];
+  if (at(m.q).dt != t || at(m.k).dt != t || at(m.v).dt != t) return none;
+  const dims mask_shape = m.mask >= 0 ? at(m.mask).shape : dims{};
+  const shape_result sr = sdpa_shape(at(m.q).shape, at(m.k).shape, at(m.v).shape, mask_shape);
+  if (!sr.ok || !(sr.shape == out.shape) || !(at(x).shape == sm.shape)) return none;
+  return m;
+}
+
 }  // namespace detail
 
 /// (the catalogue's fact, reachable from the passes as before)
@@ -287,10 +349,34 @@ constexpr graph decompose(const graph& g) {
   b.g.leaves = g.leaves;
   detail::decomposer d{b};
   cvec<int> to(g.nodes.size(), -1);
+  // readers of each node, counted only where hand-written attention may be (a softmax)
+  cvec<int> uses;
+  for (const node& n : g.nodes)
+    if (n.o == op::softmax) {
+      uses.assign(g.nodes.size(), 0);
+      for (const node& x : g.nodes)
+        for (int j = 0; j < x.nin(); ++j) ++uses[static_cast<std::size_t>(x.in[j])];
+      for (int o : g.outputs) ++uses[static_cast<std::size_t>(o)];
+      break;
+    }
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     node n = g.nodes[i];
+    if (!uses.empty() && n.o == op::matmul) {
+      if (const detail::attention_pattern m = detail::match_attention(g, uses, static_cast<int>(i)); m.q >= 0) {
+        const auto to_ = [&](int x) { return to[static_cast<std::size_t>(x)]; };
+        int q = to_(m.q);
+        if (m.scale >= 0) q = b.binary(m.scale_op, q, to_(m.scale));
+        const int mask = m.mask >= 0 ? to_(m.mask) : b.constant(1, dtype::boolean);
+        to[i] = d.sdpa(q, to_(m.k), to_(m.v), mask, false);  // (the softmax and q k^T left are dead)
+        continue;
+      }
+    }
     for (int j = 0; j < n.nin(); ++j) n.in[j] = to[static_cast<std::size_t>(n.in[j])];
-    to[i] = d.run(n);
+    int out = d.run(n);
+    // a rule may know an extent that capture left dyn (a static mask fixes the scores' length):
+    // relabelled as captured, so that the readers' shapes still follow from it
+    if (!is_primitive(n.o) && !(b.at(out).shape == n.shape)) out = b.broadcast_to(out, n.shape);
+    to[i] = out;
   }
   for (int o : g.outputs) b.g.outputs.push_back(to[static_cast<std::size_t>(o)]);
   return b.g;

@@ -302,7 +302,9 @@ constexpr Info analyse_kernel(const Sched& s, int k, const bool* stored) {
     int idx[3]{-1, -1, -1};
     double value[3]{};
     int viewed[3]{};
-    for (int j = 0, nj = x.nin(); j < nj; ++j) {
+    // (fused attention's fourth operand is read by its own routine, through view_of, as the
+    // other operands of a kernel of its own: not recorded here)
+    for (int j = 0, nj = x.nin() < 3 ? x.nin() : 3; j < nj; ++j) {
       const int in = x.in[j];
       const node& y = sv.nd[in];
       idt[j] = y.dt;

@@ -70,6 +70,23 @@ inline void copy_elements(const view& dst, const view& src) {
     return;
   }
   const auto bytes = static_cast<index_t>(size);
+  const int r = dst.shape.rank;
+  if (r >= 1 && dst.strides.e[r - 1] == 1 && src.strides.e[r - 1] == 1) {
+    // rows contiguous in both (a slice of a wider row, as attention's value is of its packed
+    // result): one memcpy a row, not one an element
+    dims rows = dst.shape;
+    const index_t width = rows.e[r - 1];
+    rows.e[r - 1] = 1;
+    for_each_index(rows, [&](const index_t* idx) {
+      index_t a = 0, b = 0;
+      for (int i = 0; i < r - 1; ++i) {
+        a += idx[i] * dst.strides.e[i];
+        b += idx[i] * src.strides.e[i];
+      }
+      std::memmove(dst.p + a * bytes, src.p + b * bytes, static_cast<std::size_t>(width * bytes));
+    });
+    return;
+  }
   for_each_index(dst.shape, [&](const index_t* idx) {
     index_t a = 0, b = 0;
     for (int i = 0; i < dst.shape.rank; ++i) {
@@ -357,6 +374,16 @@ struct state {
             case op::fold:
               m = fold_shape(in(0), window_of(n), fold_height(n), fold_width(n));
               what = "do not match as columns and an output";
+              break;
+            case op::attention:
+              m = attention_shape(in(0), in(1), in(2), in(3));
+              what = "do not match as attention's q [..., h, tq, d] and k [..., hk, tk, d]";
+              if (!m.ok) throw shape_error("attention", in(0), in(1), what);
+              break;
+            case op::attention_grad:
+              m = attention_grad_shape(in(0), in(1), in(2), in(3));
+              what = "do not match as attention's q [..., h, tq, d] and k ++ v [..., hk, tk, d + dv]";
+              if (!m.ok) throw shape_error("attention_grad", in(0), in(1), what);
               break;
             default: break;
           }

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "analysis.hpp"
+#include "attention.hpp"
 #include "gemm.hpp"
 #include "movement.hpp"
 #include "runtime.hpp"
@@ -193,7 +194,8 @@ inline void single_concat(state& st, int x) {
   copy_elements(hi, b);
 }
 
-/// gather, scatter_add, unfold, fold, rand: their routines (movement.hpp), not templates.
+/// gather, scatter_add, unfold, fold, rand: their routines (movement.hpp), not templates; fused
+/// attention's (attention.hpp), one instantiation per dtype.
 inline void single_movement(state& st, int x) {
   const node& n = st.at(x);
   const view out = st.dest[static_cast<std::size_t>(x)];
@@ -203,6 +205,13 @@ inline void single_movement(state& st, int x) {
     case op::unfold: run_unfold(st.view_of(n.in[0]), out, window_of(n), n.value); break;
     case op::fold: run_fold(st.view_of(n.in[0]), out, window_of(n)); break;
     case op::rand: run_rand(st.view_of(n.in[1]), out, n.axes); break;
+    case op::attention:
+      run_attention(st.view_of(n.in[0]), st.view_of(n.in[1]), st.view_of(n.in[2]), st.view_of(n.in[3]), out, n.value != 0);
+      break;
+    case op::attention_grad:
+      run_attention_grad(st.view_of(n.in[0]), st.view_of(n.in[1]), st.view_of(n.in[2]), st.view_of(n.in[3]), out,
+                         n.value != 0);
+      break;
     default: throw std::logic_error("kiln: cpu: no routine for op " + std::string(name(n.o)));
   }
 }

@@ -1,0 +1,406 @@
+// kiln/backend/cpu/attention.hpp: fused attention (graph/ops.hpp's attention and
+// attention_grad), FlashAttention-2's algorithm (Dao, 2023) on the CPU.
+//
+// Forward, for each block of bq queries of one head (the threads' unit of work): for each block
+// of bk keys, the scores S = Q K^T of the block (a tile of the GEMM's micro-kernel), masked;
+// the online softmax keeps each row's running max m and sum l, rescaling the output
+// accumulator O when m grows; O += P V. At the end O / l and the row's logsumexp m + log l,
+// which the backward reads instead of the scores. Only the bq x bk tile of scores exists, in
+// L1; causal blocks above the diagonal are skipped.
+// Backward, for each k/v head of one batch element (so that dk and dv, summed over the q heads
+// of its group, and dq, summed over key blocks, have one writer): for each key block, for each
+// query block of each q head of the group, recompute S and P = exp(S - lse), then
+// dV += P^T dO, dP = dO V^T, dS = P (dP - D) with D = rowsum(dO o) - g_lse, dK += dS^T Q,
+// dQ += dS K.
+// K and V are packed once per head (K^T and V in rows padded to whole vectors), so that every
+// product reads its B operand by rows, as the micro-kernel does; q, k, v and the mask may be
+// any strided views (permuted heads, a broadcast mask).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "../../core/shape_rules.hpp"
+#include "../../graph/graph.hpp"
+#include "gemm.hpp"
+#include "parallel.hpp"
+#include "runtime.hpp"
+#include "simd.hpp"
+
+namespace kiln::cpu::detail {
+
+namespace attn {
+
+inline constexpr index_t bq = 64, bk = 64;  // query and key rows of a tile (bk: whole vectors)
+
+inline index_t round_up(index_t n, index_t m) { return (n + m - 1) / m * m; }
+
+/// C[m x n] = (first) or += A[m x k] B[k x n], A and B by rows (strides lda, ldb), n a multiple
+/// of the vector width: the GEMM's micro-kernel on A's rows in place, MR rows at a time.
+template <class T, class Arch, int R = gemm_config<T, Arch>::mr>
+void rows_product(index_t m, index_t n, index_t k, const T* a, index_t lda, const T* b, index_t ldb, T* c, index_t ldc,
+                  bool first) {
+  using cfg = gemm_config<T, Arch>;
+  if constexpr (!cfg::vectorised) {
+    for (index_t i = 0; i < m; ++i)
+      for (index_t j = 0; j < n; ++j) {
+        T acc = 0;
+        for (index_t p = 0; p < k; ++p) acc += a[i * lda + p] * b[p * ldb + j];
+        c[i * ldc + j] = first ? acc : c[i * ldc + j] + acc;
+      }
+  } else {
+    constexpr index_t wide = cfg::nv * cfg::width;
+    index_t i = 0;
+    for (; i + R <= m; i += R) {
+      index_t j = 0;
+      for (; j + wide <= n; j += wide)
+        micro_kernel_simd_loop<T, R, cfg::nv, Arch, true>(k, a + i * lda, lda, b + j, ldb, c + i * ldc + j, ldc, first);
+      for (; j < n; j += cfg::width)
+        micro_kernel_simd_loop<T, R, 1, Arch, true>(k, a + i * lda, lda, b + j, ldb, c + i * ldc + j, ldc, first);
+    }
+    if constexpr (R > 1)
+      if (i < m) rows_product<T, Arch, R - 1>(m - i, n, k, a + i * lda, lda, b, ldb, c + i * ldc, ldc, first);
+  }
+}
+
+/// One operand [..., h, t, c] through its strides: the leading (batch) axes, then h, t, c.
+struct operand {
+  const std::byte* p = nullptr;
+  dims lead{}, lead_stride{};
+  index_t sh = 0, st = 0, sc = 0;
+  operand(const view& v, int r, const dims& shape) : p(v.p) {
+    const int nl = r >= 3 ? r - 3 : 0;
+    lead.rank = lead_stride.rank = nl;
+    for (int i = 0; i < nl; ++i) {
+      lead.e[i] = shape.e[i];
+      lead_stride.e[i] = v.strides.e[i];
+    }
+    sh = r >= 3 ? v.strides.e[r - 3] : 0;
+    st = v.strides.e[r - 2];
+    sc = v.strides.e[r - 1];
+  }
+  /// The element offset of [b (row-major over the leading axes), h, 0, 0].
+  index_t base(index_t b, index_t h) const {
+    index_t off = h * sh;
+    for (int i = lead.rank - 1; i >= 0; --i) {
+      off += (b % lead.e[i]) * lead_stride.e[i];
+      b /= lead.e[i];
+    }
+    return off;
+  }
+  template <class T> T at(index_t off) const { return reinterpret_cast<const T*>(p)[off]; }
+  /// n elements along the last axis from element offset off, into dst.
+  template <class T> void row(index_t off, index_t n, T* dst) const {
+    if (sc == 1) std::memcpy(dst, reinterpret_cast<const T*>(p) + off, static_cast<std::size_t>(n) * sizeof(T));
+    else
+      for (index_t c = 0; c < n; ++c) dst[c] = at<T>(off + c * sc);
+  }
+};
+
+/// The mask broadcast to the scores [..., h, tq, tk]: none (a rank-0 true), bool, or added.
+struct mask_ref {
+  operand m;
+  bool none, is_bool;
+  mask_ref(const view& v, int r, const dims& scores)
+      : m(broadcast_view(v, scores), r, scores),
+        none(v.shape.rank == 0 && v.dt == dtype::boolean && *reinterpret_cast<const bool*>(v.p)),
+        is_bool(v.dt == dtype::boolean) {}
+  static view broadcast_view(const view& v, const dims& scores) {
+    view b = v;
+    b.shape = scores;
+    b.strides = broadcast_strides(v, scores);
+    return b;
+  }
+};
+
+/// Row r of a score tile for query i, keys j0 .. j0 + bk: masked entries (the mask, causal
+/// keys after i, padding after tk) set to -inf, an additive mask added.
+template <class T>
+void mask_row(T* s, const mask_ref& mk, index_t mbase, index_t i, index_t j0, index_t tk, bool causal) {
+  index_t valid = std::min(bk, tk - j0);
+  if (causal) valid = std::min(valid, std::max<index_t>(0, i - j0 + 1));
+  constexpr T minus_inf = -std::numeric_limits<T>::infinity();
+  if (!mk.none) {
+    const index_t off = mbase + i * mk.m.st;
+    for (index_t j = 0; j < valid; ++j) {
+      const index_t o = off + (j0 + j) * mk.m.sc;
+      if (mk.is_bool) {
+        if (!mk.m.at<bool>(o)) s[j] = minus_inf;
+      } else {
+        s[j] += mk.m.at<T>(o);
+      }
+    }
+  }
+  for (index_t j = valid; j < bk; ++j) s[j] = minus_inf;
+}
+
+/// max of s[0 .. bk).
+template <class T, class Arch>
+T row_max(const T* s) {
+  using cfg = gemm_config<T, Arch>;
+  T m = -std::numeric_limits<T>::infinity();
+  if constexpr (cfg::vectorised) {
+    using V = xsimd::batch<T, Arch>;
+    V acc(m);
+    for (index_t j = 0; j < bk; j += cfg::width) acc = xsimd::max(acc, V::load_unaligned(s + j));
+    T lanes[cfg::width];  // (xsimd 8 has no horizontal max)
+    acc.store_unaligned(lanes);
+    for (T x : lanes) m = std::max(m, x);
+  } else {
+    for (index_t j = 0; j < bk; ++j) m = std::max(m, s[j]);
+  }
+  return m;
+}
+
+/// s[j] = exp(s[j] - shift) for j in [0, bk), scaled by `scale` and returned summed (before
+/// the scale); scale multiplies in the same pass (the backward's P (dP - D) needs no sum).
+template <class T, class Arch>
+T exp_row(T* s, T shift) {
+  using cfg = gemm_config<T, Arch>;
+  if constexpr (cfg::vectorised) {
+    using V = xsimd::batch<T, Arch>;
+    V sum(T(0));
+    const V sh(shift);
+    for (index_t j = 0; j < bk; j += cfg::width) {
+      const V e = simd::fn::exp(V::load_unaligned(s + j) - sh);
+      e.store_unaligned(s + j);
+      sum += e;
+    }
+    return xsimd::hadd(sum);
+  } else {
+    T sum = 0;
+    for (index_t j = 0; j < bk; ++j) sum += (s[j] = std::exp(s[j] - shift));
+    return sum;
+  }
+}
+
+/// dst[c][r] = src[r][c] for r < rows, c < bk (dst rows of stride bq).
+template <class T>
+void transpose_tile(const T* src, index_t rows, T* dst) {
+  for (index_t r = 0; r < rows; ++r)
+    for (index_t c = 0; c < bk; ++c) dst[c * bq + r] = src[r * bk + c];
+}
+
+/// K^T [d x tkp] and V [tkp x dvp] (or V^T [dv x tkp]) of k/v head (b, kh), zero beyond tk and
+/// dv, and K by rows [tkp x dp] when `k_rows` (the backward's dQ += dS K), in memory the caller
+/// gives (`floats` elements: pooled blocks, so that a call's buffers are not faulted in anew).
+template <class T>
+struct packed_kv {
+  index_t d = 0, tkp = 0, dp = 0, dvp = 0;
+  T *kt = nullptr, *v = nullptr, *k = nullptr;
+  packed_kv(const attention_geometry& g, index_t width)
+      : d(g.d), tkp(round_up(g.tk, bk)), dp(round_up(g.d, width)), dvp(round_up(g.dv, width)) {}
+  /// The elements it takes (V^T [dv x tkp] fits in V's [tkp x dvp]).
+  index_t floats(bool k_rows) const { return d * tkp + tkp * dvp + (k_rows ? tkp * dp : 0); }
+  void pack(T* mem, const operand& ko, const operand& vo, index_t b, index_t kh, const attention_geometry& g,
+            bool k_rows, bool v_transposed) {
+    kt = mem;
+    v = kt + g.d * tkp;
+    k = k_rows ? v + tkp * dvp : nullptr;
+    std::fill(mem, mem + floats(k_rows), T(0));
+    const index_t kb = ko.base(b, kh), vb = vo.base(b, kh);
+    for (index_t j = 0; j < g.tk; ++j)
+      for (index_t c = 0; c < g.d; ++c) kt[c * tkp + j] = ko.at<T>(kb + j * ko.st + c * ko.sc);
+    if (v_transposed) {  // V^T [dv x tkp]: the backward's dP = dO V^T
+      for (index_t j = 0; j < g.tk; ++j)
+        for (index_t c = 0; c < g.dv; ++c) v[c * tkp + j] = vo.at<T>(vb + j * vo.st + c * vo.sc);
+    } else {
+      for (index_t j = 0; j < g.tk; ++j) vo.row(vb + j * vo.st, g.dv, v + j * dvp);
+    }
+    if (k_rows)
+      for (index_t j = 0; j < g.tk; ++j) ko.row(kb + j * ko.st, g.d, k + j * dp);
+  }
+};
+
+template <class T, class Arch>
+void forward(const view& qv, const view& kv, const view& vv, const view& maskv, const view& out, bool causal) {
+  using cfg = gemm_config<T, Arch>;
+  const int r = qv.shape.rank;
+  const attention_geometry g(qv.shape, kv.shape, vv.shape);
+  const operand q(qv, r, qv.shape), k(kv, r, kv.shape), v(vv, r, vv.shape), o(out, r, out.shape);
+  const mask_ref mk(maskv, r, attention_geometry::scores(qv.shape, kv.shape));
+  const index_t group = g.h / g.hk, width = cfg::width;
+  // K^T and V of every k/v head, packed once (each is read by every query block of its group)
+  const packed_kv<T> layout(g, width);
+  const index_t per_head = layout.floats(false);
+  const block mem(static_cast<std::size_t>(g.lead * g.hk * per_head) * sizeof(T));
+  std::vector<packed_kv<T>> kvs(static_cast<std::size_t>(g.lead * g.hk), layout);
+  parallel_for(g.lead * g.hk, 1, [&](index_t b0, index_t b1) {
+    for (index_t x = b0; x < b1; ++x)
+      kvs[static_cast<std::size_t>(x)].pack(reinterpret_cast<T*>(mem.data()) + x * per_head, k, v, x / g.hk, x % g.hk, g,
+                                            false, false);
+  });
+  const index_t nqb = (g.tq + bq - 1) / bq;
+  const index_t dvp = round_up(g.dv, width), dp = round_up(g.d, width);
+  parallel_for(g.lead * g.h * nqb, 1, [&](index_t w0, index_t w1) {
+    std::vector<T> qb(static_cast<std::size_t>(bq * dp)), s(static_cast<std::size_t>(bq * bk)),
+        acc(static_cast<std::size_t>(bq * dvp)), m(bq), l(bq);
+    for (index_t w = w0; w < w1; ++w) {
+      const index_t b = w / (g.h * nqb), h = w / nqb % g.h, i0 = w % nqb * bq;
+      const index_t rows = std::min(bq, g.tq - i0);
+      const packed_kv<T>& pk = kvs[static_cast<std::size_t>(b * g.hk + h / group)];
+      const index_t qbase = q.base(b, h) + i0 * q.st, mbase = mk.none ? 0 : mk.m.base(b, h);
+      for (index_t rr = 0; rr < rows; ++rr) q.row(qbase + rr * q.st, g.d, qb.data() + rr * dp);
+      std::fill(m.begin(), m.end(), -std::numeric_limits<T>::infinity());
+      std::fill(l.begin(), l.end(), T(0));
+      std::fill(acc.begin(), acc.end(), T(0));
+      const index_t kend = causal ? std::min(g.tk, i0 + rows) : g.tk;
+      for (index_t j0 = 0; j0 < kend; j0 += bk) {
+        rows_product<T, Arch>(rows, bk, g.d, qb.data(), dp, pk.kt + j0, pk.tkp, s.data(), bk, true);
+        for (index_t rr = 0; rr < rows; ++rr) {
+          T* sr = s.data() + rr * bk;
+          mask_row(sr, mk, mbase, i0 + rr, j0, g.tk, causal);
+          const T mnew = std::max(m[static_cast<std::size_t>(rr)], row_max<T, Arch>(sr));
+          if (mnew == -std::numeric_limits<T>::infinity()) {  // every key so far masked: weights 0
+            std::fill(sr, sr + bk, T(0));
+            continue;
+          }
+          const T alpha = std::exp(m[static_cast<std::size_t>(rr)] - mnew);
+          const T sum = exp_row<T, Arch>(sr, mnew);
+          l[static_cast<std::size_t>(rr)] = l[static_cast<std::size_t>(rr)] * alpha + sum;
+          m[static_cast<std::size_t>(rr)] = mnew;
+          if (alpha != T(1)) {
+            T* ar = acc.data() + rr * dvp;
+            for (index_t c = 0; c < dvp; ++c) ar[c] *= alpha;
+          }
+        }
+        rows_product<T, Arch>(rows, dvp, bk, s.data(), bk, pk.v + j0 * dvp, dvp, acc.data(), dvp, false);
+      }
+      const index_t obase = o.base(b, h) + i0 * o.st;
+      auto* op = reinterpret_cast<T*>(const_cast<std::byte*>(o.p));
+      for (index_t rr = 0; rr < rows; ++rr) {
+        const T lr = l[static_cast<std::size_t>(rr)];
+        const bool empty = lr == T(0);  // every key masked: NaN, as the math reference's softmax
+        const T inv = empty ? std::numeric_limits<T>::quiet_NaN() : T(1) / lr;
+        for (index_t c = 0; c < g.dv; ++c) op[obase + rr * o.st + c * o.sc] = acc[static_cast<std::size_t>(rr * dvp + c)] * inv;
+        op[obase + rr * o.st + g.dv * o.sc] =
+            empty ? -std::numeric_limits<T>::infinity() : m[static_cast<std::size_t>(rr)] + std::log(lr);
+      }
+    }
+  });
+}
+
+template <class T, class Arch>
+void backward(const view& qv, const view& kvv, const view& maskv, const view& ogv, const view& out, bool causal) {
+  using cfg = gemm_config<T, Arch>;
+  const int r = qv.shape.rank;
+  const index_t d = qv.shape.e[r - 1], wkv = kvv.shape.e[r - 1];
+  dims ks = kvv.shape, vs = kvv.shape;
+  ks.e[r - 1] = d;
+  vs.e[r - 1] = wkv - d;
+  const attention_geometry g(qv.shape, ks, vs);
+  view kview = kvv, vview = kvv;
+  kview.shape = ks;
+  vview.shape = vs;
+  vview.p = kvv.p + d * kvv.strides.e[r - 1] * static_cast<index_t>(sizeof(T));
+  const operand q(qv, r, qv.shape), k(kview, r, ks), v(vview, r, vs), og(ogv, r, ogv.shape);
+  const mask_ref mk(maskv, r, attention_geometry::scores(qv.shape, ks));
+  const index_t group = g.h / g.hk, width = cfg::width;
+  const index_t dp = round_up(g.d, width), dvp = round_up(g.dv, width);
+  const int orank = out.shape.rank;
+  auto* res = reinterpret_cast<T*>(out.p);
+  const index_t ors = out.strides.e[orank - 2], ocs = out.strides.e[orank - 1];
+  const auto out_base = [&](index_t b) {  // [b, 0, 0] of the result [..., rows, d + dv]
+    index_t off = 0;
+    for (int i = orank - 3; i >= 0; --i) {
+      off += (b % out.shape.e[i]) * out.strides.e[i];
+      b /= out.shape.e[i];
+    }
+    return off;
+  };
+  parallel_for(g.lead * g.hk, 1, [&](index_t w0, index_t w1) {
+    packed_kv<T> pk(g, width);
+    const block pk_mem(static_cast<std::size_t>(pk.floats(true)) * sizeof(T));
+    const index_t nq = group * g.tq;
+    std::vector<T> qp, dop, dq, dd, lse, s(static_cast<std::size_t>(bq * bk)), dpt(static_cast<std::size_t>(bq * bk)),
+        tr(static_cast<std::size_t>(bk * bq)), dk(static_cast<std::size_t>(bk * dp)), dvv(static_cast<std::size_t>(bk * dvp));
+    for (index_t w = w0; w < w1; ++w) {
+      const index_t b = w / g.hk, kh = w % g.hk;
+      pk.pack(reinterpret_cast<T*>(pk_mem.data()), k, v, b, kh, g, true, true);
+      // the group's query rows, their output gradients, D and the logsumexp
+      qp.assign(static_cast<std::size_t>(nq * dp), T(0));
+      dop.assign(static_cast<std::size_t>(nq * dvp), T(0));
+      dq.assign(static_cast<std::size_t>(nq * dp), T(0));
+      dd.assign(static_cast<std::size_t>(nq), T(0));
+      lse.assign(static_cast<std::size_t>(nq), T(0));
+      for (index_t gh = 0; gh < group; ++gh) {
+        const index_t h = kh * group + gh, qb = q.base(b, h), ob = og.base(b, h);
+        for (index_t i = 0; i < g.tq; ++i) {
+          const index_t row = gh * g.tq + i;
+          q.row(qb + i * q.st, g.d, qp.data() + row * dp);
+          const index_t oi = ob + i * og.st;
+          T sum = -og.at<T>(oi + (2 * g.dv + 1) * og.sc);
+          for (index_t c = 0; c < g.dv; ++c) {
+            const T dov = og.at<T>(oi + (g.dv + 1 + c) * og.sc);
+            dop[static_cast<std::size_t>(row * dvp + c)] = dov;
+            sum += dov * og.at<T>(oi + c * og.sc);
+          }
+          dd[static_cast<std::size_t>(row)] = sum;
+          lse[static_cast<std::size_t>(row)] = og.at<T>(oi + g.dv * og.sc);
+        }
+      }
+      const index_t obase = out_base(b);
+      for (index_t j0 = 0; j0 < g.tk; j0 += bk) {
+        std::fill(dk.begin(), dk.end(), T(0));
+        std::fill(dvv.begin(), dvv.end(), T(0));
+        for (index_t gh = 0; gh < group; ++gh) {
+          const index_t h = kh * group + gh, mbase = mk.none ? 0 : mk.m.base(b, h);
+          for (index_t i0 = causal ? j0 / bq * bq : 0; i0 < g.tq; i0 += bq) {  // causal: queries from j0 on
+            const index_t rows = std::min(bq, g.tq - i0), row0 = gh * g.tq + i0;
+            if (causal && i0 + rows - 1 < j0) continue;
+            const T* qrows = qp.data() + row0 * dp;
+            const T* dorows = dop.data() + row0 * dvp;
+            rows_product<T, Arch>(rows, bk, g.d, qrows, dp, pk.kt + j0, pk.tkp, s.data(), bk, true);
+            rows_product<T, Arch>(rows, bk, g.dv, dorows, dvp, pk.v + j0, pk.tkp, dpt.data(), bk, true);
+            for (index_t rr = 0; rr < rows; ++rr) {
+              T* sr = s.data() + rr * bk;
+              T* dr = dpt.data() + rr * bk;
+              mask_row(sr, mk, mbase, i0 + rr, j0, g.tk, causal);
+              exp_row<T, Arch>(sr, lse[static_cast<std::size_t>(row0 + rr)]);  // P
+              const T dval = dd[static_cast<std::size_t>(row0 + rr)];
+              for (index_t j = 0; j < bk; ++j) dr[j] = sr[j] * (dr[j] - dval);  // dS
+            }
+            transpose_tile(s.data(), rows, tr.data());  // P^T
+            rows_product<T, Arch>(bk, dvp, rows, tr.data(), bq, dorows, dvp, dvv.data(), dvp, false);
+            transpose_tile(dpt.data(), rows, tr.data());  // dS^T
+            rows_product<T, Arch>(bk, dp, rows, tr.data(), bq, qrows, dp, dk.data(), dp, false);
+            rows_product<T, Arch>(rows, dp, bk, dpt.data(), bk, pk.k + j0 * dp, dp, dq.data() + row0 * dp, dp, false);
+          }
+        }
+        for (index_t j = j0; j < std::min(g.tk, j0 + bk); ++j) {
+          T* dst = res + obase + (g.h * g.tq + kh * g.tk + j) * ors;
+          for (index_t c = 0; c < g.d; ++c) dst[c * ocs] = dk[static_cast<std::size_t>((j - j0) * dp + c)];
+          for (index_t c = 0; c < g.dv; ++c) dst[(g.d + c) * ocs] = dvv[static_cast<std::size_t>((j - j0) * dvp + c)];
+        }
+      }
+      for (index_t row = 0; row < nq; ++row) {  // the group's q heads are consecutive
+        T* dst = res + obase + (kh * group * g.tq + row) * ors;
+        for (index_t c = 0; c < g.d; ++c) dst[c * ocs] = dq[static_cast<std::size_t>(row * dp + c)];
+        for (index_t c = 0; c < g.dv; ++c) dst[(g.d + c) * ocs] = T(0);
+      }
+    }
+  });
+}
+
+}  // namespace attn
+
+/// attention(q, k, v, mask) into out [..., h, tq, dv + 1] (value, then each row's logsumexp).
+template <class Arch = gemm_arch>
+void run_attention(const view& q, const view& k, const view& v, const view& mask, const view& out, bool causal) {
+  if (q.dt == dtype::f64) attn::forward<double, Arch>(q, k, v, mask, out, causal);
+  else attn::forward<float, Arch>(q, k, v, mask, out, causal);
+}
+
+/// attention_grad(q, k ++ v, mask, value ++ cotangent) into out [..., h tq + hk tk, d + dv].
+template <class Arch = gemm_arch>
+void run_attention_grad(const view& q, const view& kv, const view& mask, const view& og, const view& out, bool causal) {
+  if (q.dt == dtype::f64) attn::backward<double, Arch>(q, kv, mask, og, out, causal);
+  else attn::backward<float, Arch>(q, kv, mask, og, out, causal);
+}
+
+}  // namespace kiln::cpu::detail
