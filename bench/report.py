@@ -32,7 +32,8 @@ import os
 import statistics
 import sys
 
-IMPL_ORDER = ["kiln", "kiln-eager", "hand-fused", "eigen", "xtensor", "libtorch", "openblas"]
+IMPL_ORDER = ["kiln", "kiln-unfused", "kiln-eager", "hand-fused", "eigen", "xtensor", "libtorch", "libtorch-sdpa",
+              "openblas"]
 # The reference of the "vs" column: kiln when it was measured, else the roofline loop, else BLAS.
 REF_ORDER = ["kiln", "hand-fused", "openblas"]
 UNIT_SCALE = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
@@ -230,6 +231,8 @@ def markdown(suite, ctx, rows, limits, round_limits, quick, errors):
         out.append(f"- build: {ctx['build']}")
     if "data" in ctx:
         out.append(f"- data: {ctx['data']}")
+    if "workloads" in ctx:  # a suite whose workload names need a key (attention)
+        out.append(f"- workloads: {ctx['workloads']}")
     if "rel_error_note" in ctx:  # a suite that explains its rates and errors itself (train)
         out.append(f"- {ctx['rel_error_note']}" + (f" (tolerance {tolerances}; bold: above it)" if tolerances else ""))
     else:
@@ -243,14 +246,17 @@ def markdown(suite, ctx, rows, limits, round_limits, quick, errors):
             out.append("- fraction of limit: a row's median rate / the best median rate of its limit measured right "
                        "before and right after its workload: GB/s rows / stream (copy, triad, triad with "
                        "non-temporal stores), GFLOP/s rows / a register-only FMA loop; the limit column gives it")
-        out.append("- GB/s counts the bytes a workload must move (inputs read once, output written once); "
+        out.append("- "
+                   + ("GB/s counts the bytes a workload must move (inputs read once, output written once); "
+                      if any(r["rate_unit"] == "GB/s" for r in rows) else "")
                    + ("vs = the median over the workload's rounds of seconds / seconds of the reference impl "
                       "named in the same round, its spread over the rounds in brackets (rows not measured in "
                       "rounds: the ratio of the medians); at equal stream (GB/s rows) = the same with each time "
                       "multiplied by the stream rate measured alongside it, i.e. the reference's fraction of stream "
                       "/ the row's; "
                       if any("paired_rounds" in r for r in rows) else "vs = seconds / seconds of the reference impl named; ")
-                   + "rel_error = max|y - eager| / max|eager| on the same inputs"
+                   # a suite that checks against another reference than kiln eager says which (attention)
+                   + ctx.get("rel_error_def", "rel_error = max|y - eager| / max|eager| on the same inputs")
                    + (f" (tolerance {tolerances}; bold: above it)" if tolerances else ""))
     out.append("")
     has_limits = any(r["limit"] for r in rows)
@@ -283,7 +289,8 @@ def markdown(suite, ctx, rows, limits, round_limits, quick, errors):
     failed = [r for r in rows if r.get("within_tolerance") is False]
     if failed:
         out.append("")
-        out.append(("Outside the tolerance: " if "rel_error_note" in ctx else "Outside the tolerance against kiln eager: ") +
+        own_ref = "rel_error_note" in ctx or "rel_error_def" in ctx
+        out.append(("Outside the tolerance: " if own_ref else "Outside the tolerance against kiln eager: ") +
                    ", ".join(f"{r['workload']}/{r['impl']}" for r in failed))
     if errors:
         out.append("")
@@ -314,7 +321,8 @@ def plot(path, suite, ctx, rows, round_limits, quick):
     impls = [i for i in IMPL_ORDER if any(r["impl"] == i for r in rows)]
     impls += sorted({r["impl"] for r in rows} - set(impls))
     colors = {"kiln": "#d62728", "kiln-eager": "#ff9896", "hand-fused": "#2ca02c", "eigen": "#1f77b4",
-              "xtensor": "#9467bd", "libtorch": "#ff7f0e", "openblas": "#7f7f7f"}
+              "xtensor": "#9467bd", "libtorch": "#ff7f0e", "openblas": "#7f7f7f", "kiln-unfused": "#e377c2",
+              "libtorch-sdpa": "#ffbb78"}
     fig, ax = plt.subplots(figsize=(max(10, 1.5 * len(workloads) + 2), 6))
     cell = {(r["workload"], r["impl"]): r for r in rows}
     width = 0.8 / max(1, max(sum((w, i) in cell for i in impls) for w in workloads))
@@ -349,6 +357,8 @@ def plot(path, suite, ctx, rows, round_limits, quick):
             "memory-bound rows vs stream, GEMM rows vs FMA peak, each measured right before and after the workload"
         if not any(r["rate_unit"] == "GFLOP/s" for r in rows):  # (the avx2 suite)
             what = what.split(", GEMM rows")[0]
+        elif not any(r["rate_unit"] == "GB/s" for r in rows) and not in_turns:  # (autodiff, attention)
+            what = "GFLOP/s vs FMA peak, measured right before and after each workload"
     ax.set_title(f"kiln '{suite}' suite{' (quick)' if quick else ''}: {what}\n"
                  f"{ctx.get('cpu_model', '')}, {ctx.get('threads', '?')} threads, OpenBLAS "
                  f"{ctx.get('openblas_coretype', '?')}, {ctx.get('date', '')[:10]}, load average at start "
