@@ -47,6 +47,10 @@ TEST_CASE("fused attention: one kernel, no score matrix in memory, no matmul") {
   static_assert(e.bytes_written.fixed <= 2 * 8 * 256 * (65 + 64) * 4);
   static_assert(e.scratch.fixed < 2 * 8 * 256 * 256 * 4);  // not even one score matrix
   static_assert(has_op(plan<std::remove_cvref_t<decltype(y)>>::schedule.g.nodes, op::attention));
+  // at T = 4096 too: the plan's scratch holds no [T, T] buffer (one would be 64 MiB a head)
+  using QL = input<"q", f32, shape<1, 2, 4096, 64>>;
+  static_assert(explain(scaled_dot_product_attention(QL{}, QL{}, QL{})).scratch.fixed < 4096 * 4096 * 4);
+  static_assert(explain(scaled_dot_product_attention<causal>(QL{}, QL{}, QL{})).scratch.fixed < 4096 * 4096 * 4);
   // the math path: what a dyn length, or bf16, takes
   using QB = input<"q", bf16, shape<2, 8, 256, 64>>;
   static_assert(explain(scaled_dot_product_attention(QB{}, QB{}, QB{})).matmul_kernels == 2);
