@@ -319,8 +319,8 @@ struct differ {
     const node y = at(i);
     const dims qs = at(y.in[0]).shape, ks = at(y.in[1]).shape, vs = at(y.in[2]).shape;
     const int r = qs.rank;
-    const index_t d = qs.e[r - 1], dv = vs.e[r - 1], tq = qs.e[r - 2], tk = ks.e[r - 2];
-    const index_t h = r >= 3 ? qs.e[r - 3] : 1, hk = r >= 3 ? ks.e[r - 3] : 1;
+    const attention_geometry a(qs, ks, vs);
+    const index_t d = a.d, dv = a.dv, q_rows = a.h * a.tq;
     const bool causal = y.value != 0;
     if (active[0] || active[1] || active[2]) {
       const int kv = b.concat(y.in[1], y.in[2], r - 1);
@@ -328,11 +328,11 @@ struct differ {
       const int gr = b.attention_grad(y.in[0], kv, y.in[3], og, causal);
       const int rows = at(gr).shape.rank - 2, cols = rows + 1;
       if (active[0]) {
-        const int dq_rows = b.slice(gr, rows, 0, h * tq, 1);
+        const int dq_rows = b.slice(gr, rows, 0, q_rows, 1);
         out[0] = b.reshape(b.slice(dq_rows, cols, 0, d, 1), qs);
       }
       if (active[1] || active[2]) {
-        const int kv_rows = b.slice(gr, rows, h * tq, h * tq + hk * tk, 1);
+        const int kv_rows = b.slice(gr, rows, q_rows, q_rows + a.hk * a.tk, 1);
         if (active[1]) out[1] = b.reshape(b.slice(kv_rows, cols, 0, d, 1), ks);
         if (active[2]) out[2] = b.reshape(b.slice(kv_rows, cols, d, d + dv, 1), vs);
       }
@@ -342,11 +342,11 @@ struct differ {
       const int go = b.slice(g, r - 1, 0, dv, 1);
       const int glse = b.slice(g, r - 1, dv, dv + 1, 1);
       const int o = b.slice(i, r - 1, 0, dv, 1);
-      decomposer dd{b};
-      const int dp = dd.grouped_matmul(go, y.in[2], true);
+      decomposer dec{b};
+      const int dp = dec.grouped_matmul(go, y.in[2], true);
       const int rowsum = b.reduce(op::sum, b.mul(go, o), 1u << (r - 1), true);
-      const int dd_ = b.sub(rowsum, glse);
-      const int ds = b.mul(p, b.sub(dp, dd_));
+      const int big_d = b.sub(rowsum, glse);  // FlashAttention's D
+      const int ds = b.mul(p, b.sub(dp, big_d));
       out[3] = reduce_to(ds, at(y.in[3]).shape);
     }
   }

@@ -159,8 +159,7 @@ T row_max(const T* s) {
   return m;
 }
 
-/// s[j] = exp(s[j] - shift) for j in [0, bk), scaled by `scale` and returned summed (before
-/// the scale); scale multiplies in the same pass (the backward's P (dP - D) needs no sum).
+/// s[j] = exp(s[j] - shift) for j in [0, bk), in place; returns their sum.
 template <class T, class Arch>
 T exp_row(T* s, T shift) {
   using cfg = gemm_config<T, Arch>;
