@@ -1,21 +1,28 @@
 #!/usr/bin/env python3
-"""Build cost of kiln's compile-time pipeline as graphs grow.
+"""Build cost of kiln: what a translation unit costs the compiler (wall seconds, peak memory).
 
-For each compiler and each N, generates a program that captures a graph, runs the whole
-pipeline on it at compile time (trace, decompose, canonicalize, fuse, plan: `kiln::plan<E>`)
-and evaluates it once, then measures the compiler's wall time and peak memory
-(/usr/bin/time). Two shapes of graph:
-  chain  N pointwise ops one after another (tanh, * 1.5, alternating): depth N
-  wide   N independent branches tanh(x * k) summed as a balanced tree: width N, depth log N
-  mlp    forward and backward of an MLP with N hidden layers (64 wide, relu, cross-entropy):
-         outputs(loss, grad(loss, wrt(every weight and bias))), one joint plan
-With --steps, also finds (by bisection, clang only, -fsyntax-only) the smallest
--fconstexpr-steps each chain needs: clang's default is 1,048,576 per constant evaluation.
-Writes bench/results/compile.json and prints a Markdown table.
-Usage: bench/compile_cost.py [--sizes 25,50,...] [--compilers g++,clang++] [--shapes chain,wide,mlp]
-       [--timeout 300] [--steps] [--out bench/results/compile.json]
+Two suites:
+  programs (default)  small programs written with kiln and, beside each, the same program
+         written with Eigen's Tensor module (bench/compile/{kiln,eigen}_*.cpp): the header and an
+         empty main, one eager expression, three, an MLP forward, an MLP training step; and
+         kiln's Fashion-MNIST example. Each is compiled and linked with g++ and clang at -O2
+         (kiln with -fopenmp -DKILN_HAVE_OPENMP=1, as its CMake target builds), kiln's and
+         Eigen's in alternation, --repeat times; the median is kept. Writes
+         bench/results/compile.json.
+  scaling  for each compiler and N, a program that captures a graph, runs the whole pipeline on
+         it at compile time (`kiln::plan<E>`) and evaluates it once, compiled with -c -O2:
+           chain  N pointwise ops one after another (tanh, * 1.5, alternating): depth N
+           wide   N independent branches tanh(x * k) summed as a balanced tree
+           mlp    forward and backward of an MLP with N hidden layers (64 wide, relu,
+                  cross-entropy): outputs(loss, grad(loss, wrt(every weight and bias)))
+         With --steps, also finds (by bisection, clang only, -fsyntax-only) the smallest
+         -fconstexpr-steps each chain needs (clang's default: 1,048,576 per constant evaluation).
+         Writes bench/results/compile_scaling.json.
+Prints a Markdown table. Run it on a quiet machine: the build uses one core per compile.
+Usage: bench/compile_cost.py [--suite programs|scaling] [--compilers g++,clang++] [--repeat 3]
+       [--sizes 25,50,...] [--shapes chain,wide,mlp] [--timeout 300] [--steps] [--out FILE]
 """
-import argparse, json, os, re, subprocess, sys, tempfile, time
+import argparse, json, os, platform, re, statistics, subprocess, sys, tempfile, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INCLUDE = os.path.join(ROOT, 'include')
@@ -88,6 +95,84 @@ def measure(cxx, src_path, timeout):
         err = m.group(2)[:160] if m else 'failed'
     return {'ok': p.returncode == 0, 'error': err, 'seconds': seconds, 'peak_mb': round(kb / 1024)}
 
+PROGRAMS = ['empty', 'eager1', 'eager3', 'mlp_forward', 'mlp_train']
+EIGEN = '/usr/include/eigen3'
+
+def link_cost(cxx, src, flags, timeout):
+    """Compiles and links src to a program in a scratch directory: seconds and peak MB."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = ['/usr/bin/time', '-f', '%e %M', cxx, '-std=c++20', '-O2', *flags, src, '-o', os.path.join(tmp, 'a.out')]
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None, None, f'timeout after {timeout} s'
+    last = p.stderr.strip().splitlines()[-1].split()
+    if p.returncode != 0:
+        m = re.search(r'(error|fatal error): (.*)', p.stderr)
+        return None, None, m.group(2)[:160] if m else 'failed'
+    return float(last[0]), round(int(last[1]) / 1024), ''
+
+def cpu_model():
+    try:
+        for line in open('/proc/cpuinfo'):
+            if line.startswith('model name'):
+                return line.split(':', 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+def compiler_version(cxx):
+    return subprocess.run([cxx, '--version'], capture_output=True, text=True).stdout.splitlines()[0]
+
+def programs_suite(a):
+    here = os.path.join(ROOT, 'bench', 'compile')
+    kiln_flags = [f'-I{INCLUDE}', '-fopenmp', '-DKILN_HAVE_OPENMP=1']
+    jobs = []  # (program, library, source, flags)
+    for prog in PROGRAMS:
+        jobs.append((prog, 'kiln', os.path.join(here, f'kiln_{prog}.cpp'), kiln_flags))
+        jobs.append((prog, 'eigen', os.path.join(here, f'eigen_{prog}.cpp'), [f'-I{EIGEN}', '-fopenmp']))
+    jobs.append(('fashion_mnist_example', 'kiln', os.path.join(ROOT, 'examples', 'train_fashion_mnist.cpp'),
+                 kiln_flags + [f'-I{os.path.join(ROOT, "examples")}']))
+    rows = []
+    for cxx in a.compilers.split(','):
+        for prog, lib, src, flags in jobs:
+            if not os.path.exists(src):
+                continue
+            runs, err = [], ''
+            for _ in range(a.repeat):
+                sec, mb, err = link_cost(cxx, src, flags, a.timeout)
+                if err:
+                    break
+                runs.append((sec, mb))
+            r = {'program': prog, 'library': lib, 'compiler': cxx, 'ok': not err, 'error': err,
+                 'seconds': statistics.median(x[0] for x in runs) if runs and not err else None,
+                 'peak_mb': max(x[1] for x in runs) if runs and not err else None,
+                 'runs_seconds': [x[0] for x in runs]}
+            rows.append(r)
+            print(json.dumps(r), file=sys.stderr, flush=True)
+    meta = {'cpu': cpu_model(), 'cores': os.cpu_count(), 'date': time.strftime('%Y-%m-%d'),
+            'commit': subprocess.run(['git', '-C', ROOT, 'rev-parse', '--short', 'HEAD'], capture_output=True,
+                                     text=True).stdout.strip(),
+            'compilers': {c: compiler_version(c) for c in a.compilers.split(',')},
+            'flags': '-std=c++20 -O2, compile and link; kiln: -fopenmp -DKILN_HAVE_OPENMP=1; eigen: -fopenmp',
+            'repeat': a.repeat}
+    out = a.out or os.path.join(ROOT, 'bench', 'results', 'compile.json')
+    with open(out, 'w') as f:
+        json.dump({'meta': meta, 'rows': rows}, f, indent=1)
+    by = {(r['program'], r['library'], r['compiler']): r for r in rows}
+    print(f"{meta['cpu']}, {meta['cores']} cores, {meta['date']}, {meta['commit']}")
+    print('| program | compiler | kiln s | kiln MB | Eigen s | Eigen MB | kiln / Eigen |')
+    print('| --- | --- | ---: | ---: | ---: | ---: | ---: |')
+    for cxx in a.compilers.split(','):
+        for prog in PROGRAMS + ['fashion_mnist_example']:
+            k, e = by.get((prog, 'kiln', cxx)), by.get((prog, 'eigen', cxx))
+            if not k:
+                continue
+            ks = f"{k['seconds']:.2f}" if k['ok'] else k['error']
+            es = f"{e['seconds']:.2f}" if e and e['ok'] else (e['error'] if e else '')
+            ratio = f"{k['seconds'] / e['seconds']:.2f}" if e and k['ok'] and e['ok'] else ''
+            print(f"| {prog} | {cxx} | {ks} | {k['peak_mb'] or ''} | {es} | {(e or {}).get('peak_mb') or ''} | {ratio} |")
+
 def min_steps(src, guess=None):
     """Smallest -fconstexpr-steps with which clang accepts src (within 2%), or None above 16M.
     A guess (the previous size's count scaled) brackets the search, so that a large program
@@ -115,15 +200,20 @@ def min_steps(src, guess=None):
 def main():
     global INCLUDE
     ap = argparse.ArgumentParser()
+    ap.add_argument('--suite', choices=['programs', 'scaling'], default='programs')
+    ap.add_argument('--repeat', type=int, default=3)
     ap.add_argument('--sizes', default='25,50,100,200,400,800,1600')
     ap.add_argument('--compilers', default='g++,clang++')
     ap.add_argument('--shapes', default='chain,wide')
     ap.add_argument('--timeout', type=int, default=300)
     ap.add_argument('--steps', action='store_true')
     ap.add_argument('--include', default=None, help='kiln headers to measure (default: this checkout)')
-    ap.add_argument('--out', default=os.path.join(ROOT, 'bench', 'results', 'compile.json'))
+    ap.add_argument('--out', default=None)
     a = ap.parse_args()
     INCLUDE = a.include or INCLUDE
+    if a.suite == 'programs':
+        return programs_suite(a)
+    a.out = a.out or os.path.join(ROOT, 'bench', 'results', 'compile_scaling.json')
     sizes = [int(s) for s in a.sizes.split(',')]
     rows = []
     last_steps, last_n = {}, {}  # per shape: the last size's step count (to guess the next)

@@ -45,23 +45,25 @@ struct feed {
 };
 
 namespace detail {
-/// The leaf table of graph g for expression value e with its bound tensors and C++ scalars in
-/// place; the placeholders' slots are left for the caller.
-template <class G, traceable E>
-std::vector<any_tensor> leaves_with_data(const G& g, const E& e) {
-  std::vector<any_tensor> leaves(static_cast<std::size_t>(g.leaves));
+/// The leaf table of a graph (its nodes and leaf count) with an expression's bound tensors and
+/// C++ scalars in place (tensor i to slot tensor_slot[i], scalar i to scalar_slot[i]); the
+/// placeholders' slots are left for the caller. Not a template: an expression type passes its
+/// arrays as spans (build cost, docs/build-cost.md).
+inline std::vector<any_tensor> leaves_with_data(std::span<const node> nodes, int n_leaves,
+                                                std::span<const int> tensor_slot, std::span<const any_tensor> tensors,
+                                                std::span<const int> scalar_slot, std::span<const scalar_value> scalars) {
+  std::vector<any_tensor> leaves(static_cast<std::size_t>(n_leaves));
   // bound tensors and C++ scalars: each data item to its slot (a shared subtree's later uses
   // map to the first use's slots, and must hold the same values)
-  constexpr const auto& bind = traced<E>::binding;
   const auto shared_mismatch = [](const char* what) {
     return std::logic_error(std::string("kiln: a subexpression that kiln traces once (the loss under several grad "
                                         "nodes, or another structurally equal use of it) holds different ") +
                             what + " in two of its uses; make the two expressions differ in structure, or bind the "
                                    "value through a kiln::input");
   };
-  for (std::size_t i = 0; i < bind.first.size(); ++i) {
-    any_tensor& slot = leaves[static_cast<std::size_t>(bind.first[i])];
-    const any_tensor& t = e.data.tensors[i];
+  for (std::size_t i = 0; i < tensor_slot.size(); ++i) {
+    any_tensor& slot = leaves[static_cast<std::size_t>(tensor_slot[i])];
+    const any_tensor& t = tensors[i];
     if (!t.defined()) throw std::invalid_argument("kiln: an undefined tensor was used in an expression");
     if (!slot.defined()) slot = t;
     else if (!(slot.shares_storage(t) && slot.bytes() == t.bytes() && slot.shape() == t.shape() &&
@@ -70,9 +72,9 @@ std::vector<any_tensor> leaves_with_data(const G& g, const E& e) {
   }
   std::vector<char> scalar_set(leaves.size(), 0);
   std::vector<scalar_value> scalar_of(leaves.size());
-  for (std::size_t i = 0; i < bind.second.size(); ++i) {
-    const auto s = static_cast<std::size_t>(bind.second[i]);
-    const scalar_value v = e.data.scalars[i];
+  for (std::size_t i = 0; i < scalar_slot.size(); ++i) {
+    const auto s = static_cast<std::size_t>(scalar_slot[i]);
+    const scalar_value v = scalars[i];
     if (scalar_set[s]) {
       if (std::bit_cast<std::uint64_t>(v.f) != std::bit_cast<std::uint64_t>(scalar_of[s].f) || v.i != scalar_of[s].i)
         throw shared_mismatch("C++ scalars");
@@ -81,7 +83,7 @@ std::vector<any_tensor> leaves_with_data(const G& g, const E& e) {
     scalar_set[s] = 1;
     scalar_of[s] = v;
   }
-  for (const node& n : g.nodes) {
+  for (const node& n : nodes) {
     if (n.o != op::scalar) continue;
     any_tensor& slot = leaves[static_cast<std::size_t>(n.slot)];
     const scalar_value v = scalar_of[static_cast<std::size_t>(n.slot)];
@@ -92,6 +94,13 @@ std::vector<any_tensor> leaves_with_data(const G& g, const E& e) {
     });
   }
   return leaves;
+}
+
+/// The same for frozen graph g of expression value e.
+template <class G, traceable E>
+std::vector<any_tensor> leaves_with_data(const G& g, const E& e) {
+  constexpr const auto& bind = traced<E>::binding;
+  return leaves_with_data(g.nodes, g.leaves, bind.first, e.data.tensors, bind.second, e.data.scalars);
 }
 
 /// Whether tensor shape `got` fits the declared shape (dyn extents take any value).
@@ -109,14 +118,12 @@ inline void check_bound(const any_tensor& t, dtype dt, const dims& shape, const 
 }
 }  // namespace detail
 
-/// The leaf table of graph g for expression value e, with placeholders bound from `feeds`.
-/// Throws if a placeholder has no tensor, a tensor has the wrong dtype or shape, or a feed
-/// names no placeholder of the graph.
-template <class G, traceable E>
-std::vector<any_tensor> bind_leaves(const G& g, const E& e, std::span<const feed> feeds) {
-  std::vector<any_tensor> leaves = detail::leaves_with_data(g, e);
+namespace detail {
+/// Binds the placeholders of a graph's nodes from `feeds` into its leaf table (bind_leaves).
+inline std::vector<any_tensor> bind_feeds(std::span<const node> nodes, std::vector<any_tensor> leaves,
+                                          std::span<const feed> feeds) {
   std::vector<char> used(feeds.size(), 0);
-  for (const node& n : g.nodes) {
+  for (const node& n : nodes) {
     if (n.o != op::input && n.o != op::param) continue;
     any_tensor& slot = leaves[static_cast<std::size_t>(n.slot)];
     const auto what = [&] { return std::string(name(n.o)) + " '" + std::string(n.label()) + "'"; };
@@ -135,6 +142,15 @@ std::vector<any_tensor> bind_leaves(const G& g, const E& e, std::span<const feed
       throw std::invalid_argument("kiln: eval: the graph has no input or param named '" +
                                   std::string(feeds[i].name) + "'");
   return leaves;
+}
+}  // namespace detail
+
+/// The leaf table of graph g for expression value e, with placeholders bound from `feeds`.
+/// Throws if a placeholder has no tensor, a tensor has the wrong dtype or shape, or a feed
+/// names no placeholder of the graph.
+template <class G, traceable E>
+std::vector<any_tensor> bind_leaves(const G& g, const E& e, std::span<const feed> feeds) {
+  return detail::bind_feeds(g.nodes, detail::leaves_with_data(g, e), feeds);
 }
 
 template <class G, traceable E>

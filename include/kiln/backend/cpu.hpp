@@ -9,6 +9,8 @@
 // sharing storage with a leaf. Usually reached through kiln::compile and kiln::eval (eval.hpp).
 #pragma once
 
+#include <array>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -134,42 +136,46 @@ inline bool opens_team(const state& st) {
   return false;
 }
 
+/// A kernel of a plan: kernel_code<S, K>::run.
+using kernel_fn = void (*)(state&);
+
+/// Plan S's kernels in order: the one part of a run that is plan-specific code.
 template <const auto& S, int... K>
-void run_kernels(state& st, const run_memory& r, std::integer_sequence<int, K...>) {
-  ((kernel_code<S, K>::run(st), materialise(st, r, K)), ...);
+constexpr std::array<kernel_fn, sizeof...(K)> kernel_table(std::integer_sequence<int, K...>) {
+  return {&kernel_code<S, K>::run...};
 }
 
-template <int Base, int... J>
-constexpr auto shifted(std::integer_sequence<int, J...>) {
-  return std::integer_sequence<int, (Base + J)...>{};
-}
-
-/// The kernels in chunks of 128 (clang folds at most 256 operands). A function, not a generic
-/// lambda: clang 14 mis-instantiates the schedule constant from inside one.
-template <const auto& S, int... C>
-void run_chunks(state& st, const run_memory& r, std::integer_sequence<int, C...>) {
-  constexpr int nk = static_cast<int>(S.kernels.size());
-  (run_kernels<S>(st, r, shifted<C * 128>(std::make_integer_sequence<int, (nk - C * 128 < 128 ? nk - C * 128 : 128)>{})), ...);
+/// Runs a plan's kernels on leaves. Not a template: each plan adds its kernels and a table of
+/// them, not its own copy of this driver (build cost, docs/build-cost.md).
+inline std::vector<any_tensor> run_plan(const schedule_ref& s, std::span<const kernel_fn> kernels,
+                                        const std::vector<any_tensor>& leaves, const std::vector<any_tensor>* into,
+                                        scratch_cache& cache) {
+  state st(s, leaves);
+  st.resolve_shapes();
+  run_memory r = prepare(st, into, cache);
+  materialise(st, r, -1);
+  auto all = [&] {
+    for (std::size_t k = 0; k < kernels.size(); ++k) {
+      kernels[k](st);
+      materialise(st, r, static_cast<int>(k));
+    }
+  };
+  // One team of threads for the whole call, also for one kernel: the team's threads are kiln's
+  // pool, awake for a while after a call, where a kernel's own parallel region would wake
+  // OpenMP's (asleep after every region under OMP_WAIT_POLICY=passive). Not for small plans,
+  // which would pay the team's start and never thread (see opens_team).
+  if (opens_team(st)) with_team(all);
+  else all();
+  return std::move(r.outs);
 }
 
 template <const auto& S>
 std::vector<any_tensor> run(const std::vector<any_tensor>& leaves, const std::vector<any_tensor>* into) {
   static_assert(first_unsupported(S) < 0,
                 "kiln: cpu: the schedule has a node that is not a primitive (decompose the graph first)");
-  constexpr int nk = static_cast<int>(S.kernels.size());
+  static constexpr auto kernels = kernel_table<S>(std::make_integer_sequence<int, static_cast<int>(S.kernels.size())>{});
   static thread_local scratch_cache cache;
-  state st(schedule_ref::of(S), leaves);
-  st.resolve_shapes();
-  run_memory r = prepare(st, into, cache);
-  materialise(st, r, -1);
-  auto kernels = [&] { run_chunks<S>(st, r, std::make_integer_sequence<int, (nk + 127) / 128>{}); };
-  // One team of threads for the whole call, also for one kernel: the team's threads are kiln's
-  // pool, awake for a while after a call, where a kernel's own parallel region would wake
-  // OpenMP's (asleep after every region under OMP_WAIT_POLICY=passive). Not for small plans,
-  // which would pay the team's start and never thread (see opens_team).
-  if (opens_team(st)) with_team(kernels);
-  else kernels();
-  return std::move(r.outs);
+  return run_plan(schedule_ref::of(S), kernels, leaves, into, cache);
 }
 
 }  // namespace detail

@@ -6,10 +6,12 @@
 // fused graph as DOT, one cluster per kernel: `dot -Tpng plan.dot -o plan.png`.
 #pragma once
 
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <ostream>
+#include <span>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -146,20 +148,50 @@ inline void print_reference(std::ostream& os, const log_stages& st, const graph&
   if (st.fusion || st.plan) os << "[kiln] fusion, plan: none (the eager backend runs the graph node by node)\n";
 }
 
-/// One line per stage of passes::pipeline: what it left of E's graph (nodes; kernels; buffers).
-template <class E, const auto& S>
-std::string stage_summary() {
-  std::string out = "[kiln] stages: traced " + std::to_string(traced<E>::value.nodes.size()) + " nodes\n";
-  [&]<int... I>(std::integer_sequence<int, I...>) {
-    ((out += "  " + std::to_string(I) + " " + std::string(passes::pipeline[I].name) + ": " +
-             (stage_runs_for<E, I>() ? std::to_string(stage_graph<E, I>().nodes.size()) + " nodes\n"
-                                     : std::string("skipped (no derivatives)\n"))),
-     ...);
-  }(std::make_integer_sequence<int, passes::fuse_stage>{});
-  out += "  " + std::to_string(passes::fuse_stage) + " fuse: " + std::to_string(S.kernels.size()) + " kernels\n";
-  out += "  " + std::to_string(passes::fuse_stage + 1) + " plan: " + std::to_string(S.buffers.size()) + " scratch buffers\n";
+/// The node count E's graph has after each graph stage of passes::pipeline (-1: a stage that
+/// does not run for E): a constant, so that logging a plan instantiates no code per stage.
+template <class E>
+inline constexpr auto stage_node_counts = []<int... I>(std::integer_sequence<int, I...>) {
+  return std::array<int, sizeof...(I)>{
+      (stage_runs_for<E, I>() ? static_cast<int>(stage_graph<E, I>().nodes.size()) : -1)...};
+}(std::make_integer_sequence<int, passes::fuse_stage>{});
+
+/// One line per stage of passes::pipeline: what it left of a graph (nodes; kernels; buffers),
+/// from the traced node count and stage_node_counts.
+inline std::string stage_summary(std::size_t traced_nodes, std::span<const int> counts, std::size_t kernels,
+                                 std::size_t buffers) {
+  std::string out = "[kiln] stages: traced " + std::to_string(traced_nodes) + " nodes\n";
+  for (std::size_t i = 0; i < counts.size(); ++i)
+    out += "  " + std::to_string(i) + " " + std::string(passes::pipeline[i].name) + ": " +
+           (counts[i] >= 0 ? std::to_string(counts[i]) + " nodes\n" : std::string("skipped (no derivatives)\n"));
+  out += "  " + std::to_string(passes::fuse_stage) + " fuse: " + std::to_string(kernels) + " kernels\n";
+  out += "  " + std::to_string(passes::fuse_stage + 1) + " plan: " + std::to_string(buffers) + " scratch buffers\n";
   return out;
 }
+
+/// The same for expression type E and its frozen plan S.
+template <class E, const auto& S>
+std::string stage_summary() {
+  return stage_summary(traced<E>::value.nodes.size(), stage_node_counts<E>, S.kernels.size(), S.buffers.size());
+}
+
+namespace detail {
+/// What log_plan_once prints, once the stages asked for are known: not a template, so that each
+/// plan adds only its call (the frozen arrays go as spans).
+inline void log_plan(const log_stages& st, const graph_span& traced_graph, std::span<const int> counts,
+                     const passes::schedule_span& s) {
+  std::ostringstream os;
+  if (st.stages) os << stage_summary(traced_graph.nodes.size(), counts, s.kernels.size(), s.buffers.size());
+  print_stages(os, st, traced_graph.thaw(), s.thaw());
+  std::fputs(os.str().c_str(), stderr);
+}
+
+inline void log_reference(const log_stages& st, const graph_span& traced_graph, const graph_span& ref) {
+  std::ostringstream os;
+  print_reference(os, st, traced_graph.thaw(), ref.thaw());
+  std::fputs(os.str().c_str(), stderr);
+}
+}  // namespace detail
 
 /// KILN_LOGS: the first run of expression type E prints the stages asked for, of the frozen
 /// plan S that runs (a backend calls this through program<E>::log_schedule, backend.hpp).
@@ -169,10 +201,7 @@ void log_plan_once() {
   if (!st.any()) return;
   static std::once_flag once;
   std::call_once(once, [&] {
-    std::ostringstream os;
-    if (st.stages) os << stage_summary<E, S>();
-    print_stages(os, st, traced<E>::value.thaw(), passes::thaw_schedule(S));
-    std::fputs(os.str().c_str(), stderr);
+    detail::log_plan(st, graph_span::of(traced<E>::value), stage_node_counts<E>, passes::schedule_span::of(S));
   });
 }
 
@@ -182,11 +211,7 @@ void log_reference_once() {
   const log_stages& st = logs_from_env();
   if (!st.any()) return;
   static std::once_flag once;
-  std::call_once(once, [&] {
-    std::ostringstream os;
-    print_reference(os, st, traced<E>::value.thaw(), R.thaw());
-    std::fputs(os.str().c_str(), stderr);
-  });
+  std::call_once(once, [&] { detail::log_reference(st, graph_span::of(traced<E>::value), graph_span::of(R)); });
 }
 
 namespace debug {
@@ -199,13 +224,13 @@ inline std::string dot_escape(std::string s) {
 
 /// Graphviz DOT of a schedule: one cluster per kernel, leaves as ellipses, views dashed,
 /// values written to memory with a bold border.
-template <class S>
-std::string to_dot(const S& s) {
+inline std::string to_dot(const passes::schedule_span& s) {
   std::ostringstream os;
   os << "digraph kiln {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n";
   auto label = [&](std::size_t i) {
     const node& n = s.g.nodes[i];
-    std::string l = "%" + std::to_string(i) + " " + std::string(name(n.o));
+    std::string l = "%";  // appended, not `"%" + ...`: GCC 12's -Wrestrict misfires on that (PR 105651)
+    l += std::to_string(i) + " " + std::string(name(n.o));
     if (!n.label().empty()) l += " " + std::string(n.label());
     return debug::dot_escape(l + "\\n" + std::string(name(n.dt)) + " " + to_string(n.shape));
   };
@@ -233,6 +258,15 @@ std::string to_dot(const S& s) {
   os << "}\n";
   return os.str();
 }
+
+/// DOT of a frozen schedule.
+template <std::size_t N, std::size_t M, std::size_t K, std::size_t B>
+std::string to_dot(const passes::frozen_schedule<N, M, K, B>& s) {
+  return to_dot(passes::schedule_span::of(s));
+}
+
+/// DOT of a run-time schedule.
+inline std::string to_dot(const passes::schedule& s) { return to_dot(passes::schedule_span::of(s)); }
 
 /// DOT of an expression's plan.
 template <traceable E>

@@ -11,6 +11,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "../core/cvec.hpp"
@@ -123,6 +124,26 @@ struct frozen_graph {
     graph g;
     g.nodes.assign(nodes.begin(), nodes.end());
     g.outputs.assign(outputs.begin(), outputs.end());
+    g.leaves = leaves;
+    return g;
+  }
+};
+
+/// A frozen graph's arrays as spans, so that run-time code taking any graph (logs, backends)
+/// need not be a template on the frozen sizes.
+struct graph_span {
+  std::span<const node> nodes;
+  std::span<const int> outputs;
+  int leaves = 0;
+
+  template <std::size_t N, std::size_t M>
+  static constexpr graph_span of(const frozen_graph<N, M>& g) {
+    return {std::span<const node>(g.nodes.data(), N), std::span<const int>(g.outputs.data(), M), g.leaves};
+  }
+  graph thaw() const {
+    graph g;
+    g.nodes.assign(nodes.data(), nodes.data() + nodes.size());
+    g.outputs.assign(outputs.data(), outputs.data() + outputs.size());
     g.leaves = leaves;
     return g;
   }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <array>
+#include <span>
 
 #include "../core/cvec.hpp"
 #include "fuse.hpp"
@@ -206,15 +207,40 @@ constexpr auto freeze_schedule(Make) {
   return f;
 }
 
+/// A frozen schedule's arrays as spans (see graph_span): lets run-time code take any plan.
+struct schedule_span {
+  graph_span g;
+  std::span<const int> kernel_of;
+  std::span<const char> written;
+  std::span<const kernel> kernels;
+  std::span<const int> buffer_of;
+  std::span<const bytes_t> buffers;
+
+  template <std::size_t N, std::size_t M, std::size_t K, std::size_t B>
+  static constexpr schedule_span of(const frozen_schedule<N, M, K, B>& f) {
+    return {graph_span::of(f.g), f.kernel_of, f.written, f.kernels, f.buffer_of, f.buffers};
+  }
+  /// A run-time schedule's arrays (valid while it lives).
+  static schedule_span of(const schedule& s) {
+    return {graph_span{{s.g.nodes.data(), s.g.nodes.size()}, {s.g.outputs.data(), s.g.outputs.size()}, s.g.leaves},
+            {s.kernel_of.data(), s.kernel_of.size()}, {s.written.data(), s.written.size()},
+            {s.kernels.data(), s.kernels.size()}, {s.buffer_of.data(), s.buffer_of.size()},
+            {s.buffers.data(), s.buffers.size()}};
+  }
+  schedule thaw() const {
+    return schedule{g.thaw(),
+                    cvec<int>(kernel_of.data(), kernel_of.data() + kernel_of.size()),
+                    cvec<char>(written.data(), written.data() + written.size()),
+                    cvec<kernel>(kernels.data(), kernels.data() + kernels.size()),
+                    cvec<int>(buffer_of.data(), buffer_of.data() + buffer_of.size()),
+                    cvec<bytes_t>(buffers.data(), buffers.data() + buffers.size())};
+  }
+};
+
 /// A frozen schedule as a run-time one (to print it, or to pass it to non-template code).
 template <class S>
 schedule thaw_schedule(const S& f) {
-  return schedule{f.g.thaw(),
-                  cvec<int>(f.kernel_of.begin(), f.kernel_of.end()),
-                  cvec<char>(f.written.begin(), f.written.end()),
-                  cvec<kernel>(f.kernels.begin(), f.kernels.end()),
-                  cvec<int>(f.buffer_of.begin(), f.buffer_of.end()),
-                  cvec<bytes_t>(f.buffers.begin(), f.buffers.end())};
+  return schedule_span::of(f).thaw();
 }
 
 }  // namespace kiln::passes

@@ -1,0 +1,14 @@
+// Build cost: three eager expressions, each reading the one before.
+#include <unsupported/Eigen/CXX11/Tensor>
+int main() {
+  Eigen::Tensor<float, 2, Eigen::RowMajor> a(2, 3);
+  a.setValues({{1, 2, 3}, {4, 5, 6}});
+  Eigen::Tensor<float, 1, Eigen::RowMajor> b(3);
+  b.setValues({10, 20, 30});
+  const Eigen::array<Eigen::Index, 2> row{1, 3}, rows{2, 1};
+  Eigen::Tensor<float, 2, Eigen::RowMajor> c = a + (b * 2.0f).reshape(row).broadcast(rows);
+  Eigen::Tensor<float, 2, Eigen::RowMajor> d = c.tanh() * a - 1.0f;
+  const Eigen::array<Eigen::Index, 1> cols{1};
+  Eigen::Tensor<float, 1, Eigen::RowMajor> e = (d - c).exp().sum(cols);
+  return e(0) > 0 ? 0 : 1;
+}
