@@ -7,7 +7,9 @@ Two suites:
          empty main, one eager expression, three, an MLP forward, an MLP training step; and
          kiln's Fashion-MNIST example. Each is compiled and linked with g++ and clang at -O2
          (kiln with -fopenmp -DKILN_HAVE_OPENMP=1, as its CMake target builds), kiln's and
-         Eigen's in alternation, --repeat times; the median is kept. Writes
+         Eigen's in alternation, --repeat times; the median is kept. kiln's programs are also
+         built with KILN_SEPARATE_COMPILATION ("kiln-separate"), linking the object that
+         <kiln/src.hpp> compiles once per compiler (that compile is a row of its own). Writes
          bench/results/compile.json.
   scaling  for each compiler and N, a program that captures a graph, runs the whole pipeline on
          it at compile time (`kiln::plan<E>`) and evaluates it once, compiled with -c -O2:
@@ -98,10 +100,12 @@ def measure(cxx, src_path, timeout):
 PROGRAMS = ['empty', 'eager1', 'eager3', 'mlp_forward', 'mlp_train']
 EIGEN = '/usr/include/eigen3'
 
-def link_cost(cxx, src, flags, timeout):
-    """Compiles and links src to a program in a scratch directory: seconds and peak MB."""
+def link_cost(cxx, src, flags, timeout, extra_objects=(), compile_only=False):
+    """Compiles and links src to a program (or, compile_only, to an object) in a scratch
+    directory: seconds and peak MB."""
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = ['/usr/bin/time', '-f', '%e %M', cxx, '-std=c++20', '-O2', *flags, src, '-o', os.path.join(tmp, 'a.out')]
+        out = ['-c', '-o', os.path.join(tmp, 'a.o')] if compile_only else ['-o', os.path.join(tmp, 'a.out')]
+        cmd = ['/usr/bin/time', '-f', '%e %M', cxx, '-std=c++20', '-O2', *flags, src, *extra_objects, *out]
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -133,14 +137,31 @@ def programs_suite(a):
         jobs.append((prog, 'eigen', os.path.join(here, f'eigen_{prog}.cpp'), [f'-I{EIGEN}', '-fopenmp']))
     jobs.append(('fashion_mnist_example', 'kiln', os.path.join(ROOT, 'examples', 'train_fashion_mnist.cpp'),
                  kiln_flags + [f'-I{os.path.join(ROOT, "examples")}']))
+    # kiln with KILN_SEPARATE_COMPILATION: each program links the run-time object that
+    # <kiln/src.hpp> compiles once per compiler (its cost is the row "runtime (src.hpp)")
+    sep_flags = kiln_flags + ['-DKILN_SEPARATE_COMPILATION']
+    for prog in PROGRAMS[1:]:
+        jobs.append((prog, 'kiln-separate', os.path.join(here, f'kiln_{prog}.cpp'), sep_flags))
     rows = []
+    tmp_rt = tempfile.TemporaryDirectory()
     for cxx in a.compilers.split(','):
+        rt_src = os.path.join(tmp_rt.name, 'runtime.cpp')
+        rt_obj = os.path.join(tmp_rt.name, f'runtime-{cxx}.o')
+        with open(rt_src, 'w') as f:
+            f.write('#include <kiln/src.hpp>\n')
+        sec, mb, err = link_cost(cxx, rt_src, sep_flags, a.timeout, compile_only=True)
+        subprocess.run([cxx, '-std=c++20', '-O2', *sep_flags, '-c', rt_src, '-o', rt_obj], check=True)
+        r = {'program': 'runtime (src.hpp)', 'library': 'kiln-separate', 'compiler': cxx, 'ok': not err, 'error': err,
+             'seconds': sec, 'peak_mb': mb, 'runs_seconds': [sec]}
+        rows.append(r)
+        print(json.dumps(r), file=sys.stderr, flush=True)
         for prog, lib, src, flags in jobs:
             if not os.path.exists(src):
                 continue
             runs, err = [], ''
+            objs = [rt_obj] if lib == 'kiln-separate' else []
             for _ in range(a.repeat):
-                sec, mb, err = link_cost(cxx, src, flags, a.timeout)
+                sec, mb, err = link_cost(cxx, src, flags + (['-lz'] if 'fashion' in prog else []), a.timeout, objs)
                 if err:
                     break
                 runs.append((sec, mb))
@@ -154,24 +175,29 @@ def programs_suite(a):
             'commit': subprocess.run(['git', '-C', ROOT, 'rev-parse', '--short', 'HEAD'], capture_output=True,
                                      text=True).stdout.strip(),
             'compilers': {c: compiler_version(c) for c in a.compilers.split(',')},
-            'flags': '-std=c++20 -O2, compile and link; kiln: -fopenmp -DKILN_HAVE_OPENMP=1; eigen: -fopenmp',
+            'flags': '-std=c++20 -O2, compile and link; kiln: -fopenmp -DKILN_HAVE_OPENMP=1 (kiln-separate: and -DKILN_SEPARATE_COMPILATION, linking the object of <kiln/src.hpp> compiled once); eigen: -fopenmp',
             'repeat': a.repeat}
     out = a.out or os.path.join(ROOT, 'bench', 'results', 'compile.json')
     with open(out, 'w') as f:
         json.dump({'meta': meta, 'rows': rows}, f, indent=1)
     by = {(r['program'], r['library'], r['compiler']): r for r in rows}
     print(f"{meta['cpu']}, {meta['cores']} cores, {meta['date']}, {meta['commit']}")
-    print('| program | compiler | kiln s | kiln MB | Eigen s | Eigen MB | kiln / Eigen |')
-    print('| --- | --- | ---: | ---: | ---: | ---: | ---: |')
+    print('| program | compiler | kiln s | kiln MB | kiln separate s | separate MB | Eigen s | Eigen MB '
+          '| kiln / Eigen | separate / Eigen |')
+    print('| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |')
+    def cell(r):
+        if not r:
+            return '', ''
+        return (f"{r['seconds']:.2f}" if r['ok'] else r['error']), str(r['peak_mb'] or '')
+    def ratio(x, e):
+        return f"{x['seconds'] / e['seconds']:.2f}" if x and e and x['ok'] and e['ok'] else ''
     for cxx in a.compilers.split(','):
-        for prog in PROGRAMS + ['fashion_mnist_example']:
-            k, e = by.get((prog, 'kiln', cxx)), by.get((prog, 'eigen', cxx))
-            if not k:
+        for prog in PROGRAMS + ['fashion_mnist_example', 'runtime (src.hpp)']:
+            k, s, e = (by.get((prog, lib, cxx)) for lib in ('kiln', 'kiln-separate', 'eigen'))
+            if not (k or s):
                 continue
-            ks = f"{k['seconds']:.2f}" if k['ok'] else k['error']
-            es = f"{e['seconds']:.2f}" if e and e['ok'] else (e['error'] if e else '')
-            ratio = f"{k['seconds'] / e['seconds']:.2f}" if e and k['ok'] and e['ok'] else ''
-            print(f"| {prog} | {cxx} | {ks} | {k['peak_mb'] or ''} | {es} | {(e or {}).get('peak_mb') or ''} | {ratio} |")
+            print(f"| {prog} | {cxx} | {' | '.join(cell(k))} | {' | '.join(cell(s))} | {' | '.join(cell(e))} "
+                  f"| {ratio(k, e)} | {ratio(s, e)} |")
 
 def min_steps(src, guess=None):
     """Smallest -fconstexpr-steps with which clang accepts src (within 2%), or None above 16M.

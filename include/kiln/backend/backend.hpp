@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "../core/config.hpp"
 #include "../core/error.hpp"
 #include "../core/tensor.hpp"
 #include "../debug/logs.hpp"
@@ -63,7 +64,10 @@ concept backend_type =
 
 /// For backends that compute every output into new tensors: moves `outs` into the caller's
 /// destinations where `into` has them. Every destination is checked before any is written.
-inline std::vector<any_tensor> deliver(std::vector<any_tensor> outs, std::span<const any_tensor> into) {
+KILN_RUNTIME std::vector<any_tensor> deliver(std::vector<any_tensor> outs, std::span<const any_tensor> into);
+
+#if KILN_DEFINE_RUNTIME
+KILN_RUNTIME std::vector<any_tensor> deliver(std::vector<any_tensor> outs, std::span<const any_tensor> into) {
   if (into.empty()) return outs;
   if (into.size() != outs.size())
     throw std::invalid_argument("kiln: " + std::to_string(into.size()) + " destinations for " +
@@ -80,5 +84,6 @@ inline std::vector<any_tensor> deliver(std::vector<any_tensor> outs, std::span<c
     }
   return outs;
 }
+#endif  // KILN_DEFINE_RUNTIME
 
 }  // namespace kiln

@@ -55,7 +55,43 @@ struct scratch_cache {
   std::vector<std::size_t> bytes;
 };
 
-inline run_memory prepare(state& st, const std::vector<any_tensor>* into, scratch_cache& cache) {
+KILN_RUNTIME run_memory prepare(state& st, const std::vector<any_tensor>* into, scratch_cache& cache);
+
+/// Copies the outputs whose source kernel k has just run (k = -1: sources that are leaves).
+KILN_RUNTIME void materialise(state& st, const run_memory& r, int k);
+
+/// Whether a call is big enough for a team (with_team): some value, leaves included, of at
+/// least 32768 elements. A heuristic: smaller plans seldom thread at all (parallel_for's grains,
+/// the GEMM's 4 MFLOP), so they do not pay for starting a team; those that do thread (a GEMM of
+/// 128^3) run as without a team, one parallel region per threaded kernel.
+KILN_RUNTIME bool opens_team(const state& st);
+
+/// A kernel of a plan: kernel_code<S, K>::run.
+using kernel_fn = void (*)(state&);
+
+/// Plan S's kernels in order: the one part of a run that is plan-specific code.
+template <const auto& S, int... K>
+constexpr std::array<kernel_fn, sizeof...(K)> kernel_table(std::integer_sequence<int, K...>) {
+  return {&kernel_code<S, K>::run...};
+}
+
+/// Runs a plan's kernels on leaves. Not a template: each plan adds its kernels and a table of
+/// them, not its own copy of this driver (build cost, docs/build-cost.md).
+KILN_RUNTIME std::vector<any_tensor> run_plan(const schedule_ref& s, std::span<const kernel_fn> kernels,
+                                        const std::vector<any_tensor>& leaves, const std::vector<any_tensor>* into,
+                                        scratch_cache& cache);
+
+template <const auto& S>
+std::vector<any_tensor> run(const std::vector<any_tensor>& leaves, const std::vector<any_tensor>* into) {
+  static_assert(first_unsupported(S) < 0,
+                "kiln: cpu: the schedule has a node that is not a primitive (decompose the graph first)");
+  static constexpr auto kernels = kernel_table<S>(std::make_integer_sequence<int, static_cast<int>(S.kernels.size())>{});
+  static thread_local scratch_cache cache;
+  return run_plan(schedule_ref::of(S), kernels, leaves, into, cache);
+}
+
+#if KILN_DEFINE_RUNTIME
+KILN_RUNTIME run_memory prepare(state& st, const std::vector<any_tensor>* into, scratch_cache& cache) {
   const schedule_ref& s = st.s;
   run_memory r;
   r.outs.resize(s.n_outputs);
@@ -113,8 +149,7 @@ inline run_memory prepare(state& st, const std::vector<any_tensor>* into, scratc
   return r;
 }
 
-/// Copies the outputs whose source kernel k has just run (k = -1: sources that are leaves).
-inline void materialise(state& st, const run_memory& r, int k) {
+KILN_RUNTIME void materialise(state& st, const run_memory& r, int k) {
   for (std::size_t q = 0; q < r.outs.size(); ++q) {
     if (r.computed[q] || r.after[q] != k) continue;
     const int o = st.s.outputs[q];
@@ -126,28 +161,13 @@ inline void materialise(state& st, const run_memory& r, int k) {
   }
 }
 
-/// Whether a call is big enough for a team (with_team): some value, leaves included, of at
-/// least 32768 elements. A heuristic: smaller plans seldom thread at all (parallel_for's grains,
-/// the GEMM's 4 MFLOP), so they do not pay for starting a team; those that do thread (a GEMM of
-/// 128^3) run as without a team, one parallel region per threaded kernel.
-inline bool opens_team(const state& st) {
+KILN_RUNTIME bool opens_team(const state& st) {
   for (const dims& d : st.shape)
     if (d.numel() >= 32768) return true;
   return false;
 }
 
-/// A kernel of a plan: kernel_code<S, K>::run.
-using kernel_fn = void (*)(state&);
-
-/// Plan S's kernels in order: the one part of a run that is plan-specific code.
-template <const auto& S, int... K>
-constexpr std::array<kernel_fn, sizeof...(K)> kernel_table(std::integer_sequence<int, K...>) {
-  return {&kernel_code<S, K>::run...};
-}
-
-/// Runs a plan's kernels on leaves. Not a template: each plan adds its kernels and a table of
-/// them, not its own copy of this driver (build cost, docs/build-cost.md).
-inline std::vector<any_tensor> run_plan(const schedule_ref& s, std::span<const kernel_fn> kernels,
+KILN_RUNTIME std::vector<any_tensor> run_plan(const schedule_ref& s, std::span<const kernel_fn> kernels,
                                         const std::vector<any_tensor>& leaves, const std::vector<any_tensor>* into,
                                         scratch_cache& cache) {
   state st(s, leaves);
@@ -168,15 +188,7 @@ inline std::vector<any_tensor> run_plan(const schedule_ref& s, std::span<const k
   else all();
   return std::move(r.outs);
 }
-
-template <const auto& S>
-std::vector<any_tensor> run(const std::vector<any_tensor>& leaves, const std::vector<any_tensor>* into) {
-  static_assert(first_unsupported(S) < 0,
-                "kiln: cpu: the schedule has a node that is not a primitive (decompose the graph first)");
-  static constexpr auto kernels = kernel_table<S>(std::make_integer_sequence<int, static_cast<int>(S.kernels.size())>{});
-  static thread_local scratch_cache cache;
-  return run_plan(schedule_ref::of(S), kernels, leaves, into, cache);
-}
+#endif  // KILN_DEFINE_RUNTIME
 
 }  // namespace detail
 

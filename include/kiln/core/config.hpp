@@ -19,6 +19,25 @@
 #define KILN_ALWAYS_INLINE inline
 #endif
 
+// Separate compilation (docs/build-cost.md). By default kiln is header-only: its run-time code
+// that no plan depends on (the CPU backend's driver, KILN_LOGS, ...) is inline, compiled again
+// in every translation unit that runs a plan. Defined in every translation unit of a program,
+// KILN_SEPARATE_COMPILATION declares those functions only; the one unit that includes
+// <kiln/src.hpp> (first) defines them. KILN_RUNTIME marks them; KILN_DEFINE_RUNTIME says
+// whether this unit has their bodies.
+#define KILN_CONFIG_HPP_INCLUDED 1
+#if defined(KILN_SEPARATE_COMPILATION)
+#define KILN_RUNTIME
+#if defined(KILN_IMPLEMENTATION)
+#define KILN_DEFINE_RUNTIME 1
+#else
+#define KILN_DEFINE_RUNTIME 0
+#endif
+#else
+#define KILN_RUNTIME inline
+#define KILN_DEFINE_RUNTIME 1
+#endif
+
 namespace kiln {
 
 /// Index and extent type used everywhere (signed, as in PyTorch and Eigen).

@@ -129,15 +129,7 @@ constexpr bool broadcastable_to(const dims& from, const dims& to) {
 }
 
 /// "[2, dyn, 3]"
-inline std::string to_string(const dims& d) {
-  if (d.poisoned()) return "[invalid]";
-  std::string s = "[";
-  for (int i = 0; i < d.rank; ++i) {
-    if (i) s += ", ";
-    s += d.e[i] == dyn ? std::string("dyn") : std::to_string(d.e[i]);
-  }
-  return s + "]";
-}
+KILN_RUNTIME std::string to_string(const dims& d);
 
 /// Row-major (C order) strides of a shape, in elements.
 constexpr dims contiguous_strides(const dims& shape) {
@@ -150,5 +142,17 @@ constexpr dims contiguous_strides(const dims& shape) {
   }
   return s;
 }
+
+#if KILN_DEFINE_RUNTIME
+KILN_RUNTIME std::string to_string(const dims& d) {
+  if (d.poisoned()) return "[invalid]";
+  std::string s = "[";
+  for (int i = 0; i < d.rank; ++i) {
+    if (i) s += ", ";
+    s += d.e[i] == dyn ? std::string("dyn") : std::to_string(d.e[i]);
+  }
+  return s + "]";
+}
+#endif  // KILN_DEFINE_RUNTIME
 
 }  // namespace kiln

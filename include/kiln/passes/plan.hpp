@@ -227,7 +227,9 @@ struct schedule_span {
             {s.kernels.data(), s.kernels.size()}, {s.buffer_of.data(), s.buffer_of.size()},
             {s.buffers.data(), s.buffers.size()}};
   }
-  schedule thaw() const {
+  // not inlined: printing only, and inlined into thaw_schedule<S> with a constant size GCC 12
+  // warns of a vectorised copy past the end of the written array (a false -Wstringop-overflow)
+  [[gnu::noinline]] schedule thaw() const {
     return schedule{g.thaw(),
                     cvec<int>(kernel_of.data(), kernel_of.data() + kernel_of.size()),
                     cvec<char>(written.data(), written.data() + written.size()),

@@ -11,13 +11,18 @@
 #include <unistd.h>
 #endif
 
+#include "../../core/config.hpp"
+
 namespace kiln::cpu::detail {
 
 /// The size in bytes of CPU 0's data or unified cache of the given level (1, 2, 3; 0: the
 /// highest level there is), as Linux reports it in sysfs (what lscpu prints), else as glibc's
 /// sysconf does, else 0 (unknown). sysfs first: in virtual machines sysconf may report the
 /// host's whole L3, many times the share that sysfs and lscpu give the guest.
-inline std::int64_t cache_bytes(int level) {
+KILN_RUNTIME std::int64_t cache_bytes(int level);
+
+#if KILN_DEFINE_RUNTIME
+KILN_RUNTIME std::int64_t cache_bytes(int level) {
 #if defined(__linux__)
   std::int64_t best = 0;
   int best_level = 0;
@@ -58,5 +63,6 @@ inline std::int64_t cache_bytes(int level) {
   (void)level;
   return 0;
 }
+#endif  // KILN_DEFINE_RUNTIME
 
 }  // namespace kiln::cpu::detail

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "../../core/config.hpp"
 #include "analysis.hpp"
 #include "runtime.hpp"
 #include "settings.hpp"
@@ -57,45 +58,7 @@ struct kernel_desc {
 
 /// The run-time iteration space (rank >= 1), or false if the kernel's nodes do not have the
 /// shapes fusion assumed (dynamic extents that differ at run time).
-inline bool space_of(const state& st, const kernel_desc& k, dims& space) {
-  auto shp = [&](int p) -> const dims& { return st.shape[static_cast<std::size_t>(k.node[p])]; };
-  bool ok = true;
-  if (k.kind == passes::kernel_kind::reduction) {
-    int first = 0;
-    while (!k.reduction[first]) ++first;
-    space = st.shape[static_cast<std::size_t>(st.at(k.node[first]).in[0])];
-    if (k.check) {
-      const std::uint32_t axes = space.rank > 0 ? k.axes : 0;
-      const dims keep = reduce_shape(space, axes, true).shape, nokeep = reduce_shape(space, axes, false).shape;
-      for (int p = 0; p < k.nodes && ok; ++p) {
-        const node& n = st.at(k.node[p]);
-        if (k.reduction[p]) {
-          ok = st.shape[static_cast<std::size_t>(n.in[0])] == space;
-          continue;
-        }
-        const dims& target = k.where[p] == role::full ? space : k.where[p] == role::keep ? keep : nokeep;
-        const broadcast_result b = broadcast(shp(p), target);
-        ok = b.ok && b.shape == target && (k.args[p].out < 0 || shp(p) == target);
-      }
-    }
-  } else if (k.kind == passes::kernel_kind::matmul) {
-    space = shp(0);
-    if (k.check)
-      for (int p = 1; p < k.nodes && ok; ++p) ok = shp(p) == space;
-  } else {
-    space = shp(0);
-    if (k.check) {
-      for (int p = 1; p < k.nodes && ok; ++p) {
-        const broadcast_result b = broadcast(space, shp(p));
-        ok = b.ok && b.shape.rank == space.rank;
-        space = b.shape;
-      }
-      for (int p = 0; p < k.nodes && ok; ++p) ok = k.args[p].out < 0 || shp(p) == space;
-    }
-  }
-  if (space.rank == 0) space = dims{1};
-  return ok;
-}
+KILN_RUNTIME bool space_of(const state& st, const kernel_desc& k, dims& space);
 
 /// Byte strides of view v over the iteration space: right-aligned, or through the kept axes
 /// for values of a reduction's result space without the reduced axes.
@@ -114,14 +77,7 @@ inline memref ref_of(const view& v, bool nokeep, const dims& space, std::uint32_
 }
 
 /// The memory references of a kernel (the product of a matmul is set by the matmul driver).
-inline void make_refs(state& st, const kernel_desc& k, const dims& space, memref* mr) {
-  for (int m = 0; m < k.mems; ++m) {
-    if (m == k.c_mem) continue;
-    const int x = k.mem_node[m];
-    const view v = k.mem_out[m] ? st.dest[static_cast<std::size_t>(x)] : st.view_of(x);
-    mr[m] = ref_of(v, k.mem_nokeep[m], space, k.axes);
-  }
-}
+KILN_RUNTIME void make_refs(state& st, const kernel_desc& k, const dims& space, memref* mr);
 
 inline void load_scalars(state& st, const kernel_desc& k, sval* sv) {
   for (int q = 0; q < k.scalars; ++q) {
@@ -141,60 +97,7 @@ using segment_fn = void (*)(const void* ctx, std::byte* const* p, const index_t*
 
 /// Pointwise kernels: axes merged where every reference allows it, rows and chunks of rows
 /// over threads.
-inline void run_pointwise(const dims& space, int nm, const memref* mr, segment_fn seg, const void* ctx) {
-  if (space.numel() == 0) return;
-  int r = 0;
-  index_t ext[max_rank];
-  std::vector<std::array<index_t, max_rank>> str(static_cast<std::size_t>(nm));
-  for (int d = 0; d < space.rank; ++d) {
-    const index_t e = space.e[d];
-    if (e == 1) continue;
-    bool merge = r > 0;
-    for (int m = 0; m < nm && merge; ++m)
-      merge = str[static_cast<std::size_t>(m)][static_cast<std::size_t>(r - 1)] == mr[m].stride[static_cast<std::size_t>(d)] * e;
-    const int at = merge ? r - 1 : r;
-    if (merge) ext[at] *= e;
-    else ext[r++] = e;
-    for (int m = 0; m < nm; ++m) str[static_cast<std::size_t>(m)][static_cast<std::size_t>(at)] = mr[m].stride[static_cast<std::size_t>(d)];
-  }
-  if (r == 0) {
-    r = 1;
-    ext[0] = 1;
-    for (auto& s : str) s[0] = 0;
-  }
-  const index_t inner = ext[r - 1];
-  index_t rows = 1;
-  for (int d = 0; d < r - 1; ++d) rows *= ext[d];
-  const index_t chunk = inner <= pointwise_chunk ? inner : pointwise_chunk;
-  const index_t per_row = (inner + chunk - 1) / chunk;
-  run_tasks(rows * per_row, std::max<index_t>(1, parallel_grain / chunk), [&](index_t b, index_t e) {
-    std::vector<std::byte*> p(static_cast<std::size_t>(nm));
-    std::vector<index_t> is(static_cast<std::size_t>(nm)), off(static_cast<std::size_t>(nm), 0);
-    index_t idx[max_rank]{};
-    index_t row = b / per_row, c = b % per_row;
-    for (int d = r - 2; d >= 0; --d) {
-      idx[d] = row % ext[d];
-      row /= ext[d];
-    }
-    for (std::size_t m = 0; m < off.size(); ++m) {
-      for (int d = 0; d < r - 1; ++d) off[m] += idx[d] * str[m][static_cast<std::size_t>(d)];
-      is[m] = str[m][static_cast<std::size_t>(r - 1)];
-    }
-    for (index_t t = b; t < e; ++t) {
-      for (std::size_t m = 0; m < off.size(); ++m) p[m] = mr[m].base + off[m];
-      seg(ctx, p.data(), is.data(), c * chunk, std::min(inner, (c + 1) * chunk));
-      if (++c == per_row) {
-        c = 0;
-        for (int d = r - 2; d >= 0; --d) {  // next row
-          for (std::size_t m = 0; m < off.size(); ++m) off[m] += str[m][static_cast<std::size_t>(d)];
-          if (++idx[d] < ext[d]) break;
-          for (std::size_t m = 0; m < off.size(); ++m) off[m] -= ext[d] * str[m][static_cast<std::size_t>(d)];
-          idx[d] = 0;
-        }
-      }
-    }
-  });
-}
+KILN_RUNTIME void run_pointwise(const dims& space, int nm, const memref* mr, segment_fn seg, const void* ctx);
 
 /// Sets align[m] (frame::stream_align) for the references a pointwise kernel, or a row kernel
 /// with lanes along its rows, stores with non-temporal stores (see stream_threshold),
@@ -299,6 +202,112 @@ inline void run_rows(const dims& space, const kernel_desc& k, const memref* mr, 
     if (stream) simd::stream_fence();
   });
 }
+
+#if KILN_DEFINE_RUNTIME
+KILN_RUNTIME bool space_of(const state& st, const kernel_desc& k, dims& space) {
+  auto shp = [&](int p) -> const dims& { return st.shape[static_cast<std::size_t>(k.node[p])]; };
+  bool ok = true;
+  if (k.kind == passes::kernel_kind::reduction) {
+    int first = 0;
+    while (!k.reduction[first]) ++first;
+    space = st.shape[static_cast<std::size_t>(st.at(k.node[first]).in[0])];
+    if (k.check) {
+      const std::uint32_t axes = space.rank > 0 ? k.axes : 0;
+      const dims keep = reduce_shape(space, axes, true).shape, nokeep = reduce_shape(space, axes, false).shape;
+      for (int p = 0; p < k.nodes && ok; ++p) {
+        const node& n = st.at(k.node[p]);
+        if (k.reduction[p]) {
+          ok = st.shape[static_cast<std::size_t>(n.in[0])] == space;
+          continue;
+        }
+        const dims& target = k.where[p] == role::full ? space : k.where[p] == role::keep ? keep : nokeep;
+        const broadcast_result b = broadcast(shp(p), target);
+        ok = b.ok && b.shape == target && (k.args[p].out < 0 || shp(p) == target);
+      }
+    }
+  } else if (k.kind == passes::kernel_kind::matmul) {
+    space = shp(0);
+    if (k.check)
+      for (int p = 1; p < k.nodes && ok; ++p) ok = shp(p) == space;
+  } else {
+    space = shp(0);
+    if (k.check) {
+      for (int p = 1; p < k.nodes && ok; ++p) {
+        const broadcast_result b = broadcast(space, shp(p));
+        ok = b.ok && b.shape.rank == space.rank;
+        space = b.shape;
+      }
+      for (int p = 0; p < k.nodes && ok; ++p) ok = k.args[p].out < 0 || shp(p) == space;
+    }
+  }
+  if (space.rank == 0) space = dims{1};
+  return ok;
+}
+
+KILN_RUNTIME void make_refs(state& st, const kernel_desc& k, const dims& space, memref* mr) {
+  for (int m = 0; m < k.mems; ++m) {
+    if (m == k.c_mem) continue;
+    const int x = k.mem_node[m];
+    const view v = k.mem_out[m] ? st.dest[static_cast<std::size_t>(x)] : st.view_of(x);
+    mr[m] = ref_of(v, k.mem_nokeep[m], space, k.axes);
+  }
+}
+
+KILN_RUNTIME void run_pointwise(const dims& space, int nm, const memref* mr, segment_fn seg, const void* ctx) {
+  if (space.numel() == 0) return;
+  int r = 0;
+  index_t ext[max_rank];
+  std::vector<std::array<index_t, max_rank>> str(static_cast<std::size_t>(nm));
+  for (int d = 0; d < space.rank; ++d) {
+    const index_t e = space.e[d];
+    if (e == 1) continue;
+    bool merge = r > 0;
+    for (int m = 0; m < nm && merge; ++m)
+      merge = str[static_cast<std::size_t>(m)][static_cast<std::size_t>(r - 1)] == mr[m].stride[static_cast<std::size_t>(d)] * e;
+    const int at = merge ? r - 1 : r;
+    if (merge) ext[at] *= e;
+    else ext[r++] = e;
+    for (int m = 0; m < nm; ++m) str[static_cast<std::size_t>(m)][static_cast<std::size_t>(at)] = mr[m].stride[static_cast<std::size_t>(d)];
+  }
+  if (r == 0) {
+    r = 1;
+    ext[0] = 1;
+    for (auto& s : str) s[0] = 0;
+  }
+  const index_t inner = ext[r - 1];
+  index_t rows = 1;
+  for (int d = 0; d < r - 1; ++d) rows *= ext[d];
+  const index_t chunk = inner <= pointwise_chunk ? inner : pointwise_chunk;
+  const index_t per_row = (inner + chunk - 1) / chunk;
+  run_tasks(rows * per_row, std::max<index_t>(1, parallel_grain / chunk), [&](index_t b, index_t e) {
+    std::vector<std::byte*> p(static_cast<std::size_t>(nm));
+    std::vector<index_t> is(static_cast<std::size_t>(nm)), off(static_cast<std::size_t>(nm), 0);
+    index_t idx[max_rank]{};
+    index_t row = b / per_row, c = b % per_row;
+    for (int d = r - 2; d >= 0; --d) {
+      idx[d] = row % ext[d];
+      row /= ext[d];
+    }
+    for (std::size_t m = 0; m < off.size(); ++m) {
+      for (int d = 0; d < r - 1; ++d) off[m] += idx[d] * str[m][static_cast<std::size_t>(d)];
+      is[m] = str[m][static_cast<std::size_t>(r - 1)];
+    }
+    for (index_t t = b; t < e; ++t) {
+      for (std::size_t m = 0; m < off.size(); ++m) p[m] = mr[m].base + off[m];
+      seg(ctx, p.data(), is.data(), c * chunk, std::min(inner, (c + 1) * chunk));
+      if (++c == per_row) {
+        c = 0;
+        for (int d = r - 2; d >= 0; --d) {  // next row
+          for (std::size_t m = 0; m < off.size(); ++m) off[m] += str[m][static_cast<std::size_t>(d)];
+          if (++idx[d] < ext[d]) break;
+          for (std::size_t m = 0; m < off.size(); ++m) off[m] -= ext[d] * str[m][static_cast<std::size_t>(d)];
+          idx[d] = 0;
+        }
+      }
+    }
+  });
+}
+#endif  // KILN_DEFINE_RUNTIME
 
 }  // namespace kiln::cpu::detail
 

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "../../core/config.hpp"
 #include "../../core/error.hpp"
 #include "../../core/shape_rules.hpp"
 #include "../../core/tensor.hpp"
@@ -62,53 +63,10 @@ inline bool is_contiguous(const view& v) {
 }
 
 /// Copies src's elements into dst (same shape and element size), through both views' strides.
-inline void copy_elements(const view& dst, const view& src) {
-  const std::size_t size = size_of(dst.dt);
-  if (dst.shape.numel() == 0) return;
-  if (is_contiguous(dst) && is_contiguous(src)) {
-    std::memmove(dst.p, src.p, static_cast<std::size_t>(dst.shape.numel()) * size);
-    return;
-  }
-  const auto bytes = static_cast<index_t>(size);
-  const int r = dst.shape.rank;
-  if (r >= 1 && dst.strides.e[r - 1] == 1 && src.strides.e[r - 1] == 1) {
-    // rows contiguous in both (a slice of a wider row, as attention's value is of its packed
-    // result): one memcpy a row, not one an element
-    dims rows = dst.shape;
-    const index_t width = rows.e[r - 1];
-    rows.e[r - 1] = 1;
-    for_each_index(rows, [&](const index_t* idx) {
-      index_t a = 0, b = 0;
-      for (int i = 0; i < r - 1; ++i) {
-        a += idx[i] * dst.strides.e[i];
-        b += idx[i] * src.strides.e[i];
-      }
-      std::memmove(dst.p + a * bytes, src.p + b * bytes, static_cast<std::size_t>(width * bytes));
-    });
-    return;
-  }
-  for_each_index(dst.shape, [&](const index_t* idx) {
-    index_t a = 0, b = 0;
-    for (int i = 0; i < dst.shape.rank; ++i) {
-      a += idx[i] * dst.strides.e[i];
-      b += idx[i] * src.strides.e[i];
-    }
-    std::memcpy(dst.p + a * bytes, src.p + b * bytes, size);
-  });
-}
+KILN_RUNTIME void copy_elements(const view& dst, const view& src);
 
 /// Writes v (converted to the view's dtype) into every element of a view.
-inline void fill(const view& out, double v) {
-  visit(out.dt, [&]<dtype D>() {
-    const auto es = static_cast<index_t>(size_of(D));
-    const storage_t<D> x = storage_t<D>(static_cast<compute_t<D>>(v));
-    for_each_index(out.shape, [&](const index_t* idx) {
-      index_t o = 0;
-      for (int a = 0; a < out.shape.rank; ++a) o += idx[a] * out.strides.e[a];
-      std::memcpy(out.p + o * es, &x, sizeof(x));
-    });
-  });
-}
+KILN_RUNTIME void fill(const view& out, double v);
 
 /// Strides (in elements) with which view v is read at each index of a value of shape `to`
 /// that v broadcasts to (right-aligned; 0 where v has extent 1 or no axis).
@@ -122,59 +80,16 @@ inline dims broadcast_strides(const view& v, const dims& to) {
   return s;
 }
 
-inline dims broadcast_or_throw(op o, const dims& a, const dims& b) {
-  const broadcast_result r = broadcast(a, b);
-  if (!r.ok) throw shape_error(name(o), a, b, "cannot be broadcast together");
-  return r.shape;
-}
+KILN_RUNTIME dims broadcast_or_throw(op o, const dims& a, const dims& b);
 
 /// The target of a reshape with its one dyn extent (if any) inferred, checked as
 /// any_tensor::reshape checks it.
-inline dims reshape_target(const dims& from, dims to) {
-  int infer = -1;
-  index_t known = 1;
-  for (int i = 0; i < to.rank; ++i) {
-    if (to.e[i] == dyn) {
-      if (infer >= 0) throw shape_error("reshape", from, to, "are incompatible: more than one inferred extent");
-      infer = i;
-    } else {
-      known *= to.e[i];
-    }
-  }
-  if (infer >= 0) {
-    if (known == 0 || from.numel() % known != 0)
-      throw shape_error("reshape", from, to, "are incompatible: cannot infer the dynamic extent");
-    to.e[infer] = from.numel() / known;
-  }
-  if (to.numel() != from.numel()) throw shape_error("reshape", from, to, "have different element counts");
-  return to;
-}
+KILN_RUNTIME dims reshape_target(const dims& from, dims to);
 
 /// Strides that view a tensor of shape `from` with strides `st` as shape `to` without a copy
 /// (the rule of torch's view(): each run of `from` axes that are contiguous among themselves
 /// must be split exactly by `to`), or false when the layout does not allow it.
-inline bool reshape_strides(const dims& from, const dims& st, const dims& to, dims& out) {
-  out = contiguous_strides(to);
-  if (from.numel() == 0 || from.rank == 0) return true;
-  int v = to.rank - 1;
-  index_t base = st.e[from.rank - 1], from_count = 1, to_count = 1;
-  for (int d = from.rank - 1; d >= 0; --d) {
-    from_count *= from.e[d];
-    if (d == 0 || (from.e[d - 1] != 1 && st.e[d - 1] != from_count * base)) {  // end of a run
-      while (v >= 0 && (to_count < from_count || to.e[v] == 1)) {
-        out.e[v] = to_count * base;
-        to_count *= to.e[v];
-        --v;
-      }
-      if (to_count != from_count) return false;
-      if (d > 0) {
-        base = st.e[d - 1];
-        from_count = to_count = 1;
-      }
-    }
-  }
-  return v == -1;
-}
+KILN_RUNTIME bool reshape_strides(const dims& from, const dims& st, const dims& to, dims& out);
 
 /// The arrays of a frozen schedule, as pointers (so that the run-time code is not a template).
 struct schedule_ref {
@@ -228,176 +143,278 @@ struct state {
   }
 
   /// Node i as strided memory: a leaf, a kernel's value, or a view of one of those.
-  view view_of(int i) {
-    const auto u = static_cast<std::size_t>(i);
-    if (viewed[u]) return views[u];
-    const node& n = at(i);
-    view v;
-    if (kind_of(n.o) == op_kind::leaf) {
-      v = view_of_tensor(leaves[static_cast<std::size_t>(n.slot)]);
-    } else if (n.o == op::constant || n.o == op::numel) {  // a value viewed (broadcast): one element
-      v = temp(n.dt, dims{});
-      fill(v, n.o == op::numel ? static_cast<double>(numel_of(i)) : n.value);
-    } else if (dest[u].p) {
-      v = dest[u];
-    } else {
-      const view x = view_of(n.in[0]);
-      v = x;
-      v.dt = n.dt;
-      v.shape = shape[u];
-      switch (n.o) {
-        case op::reshape:
-          if (!reshape_strides(x.shape, x.strides, v.shape, v.strides)) {
-            const view c = temp(x.dt, x.shape);  // not expressible as strides: copy, as eager does
-            copy_elements(c, x);
-            v.p = c.p;
-            v.strides = contiguous_strides(v.shape);
-          }
-          break;
-        case op::permute:
-          for (int a = 0; a < v.shape.rank; ++a) v.strides.e[a] = x.strides.e[n.perm[a]];
-          break;
-        case op::slice: {
-          const slice_bounds b = resolve_slice(x.shape.e[n.axis], n.begin, n.end, n.step);
-          v.p = x.p + b.begin * x.strides.e[n.axis] * static_cast<index_t>(size_of(x.dt));
-          v.strides.e[n.axis] = x.strides.e[n.axis] * n.step;
-          break;
-        }
-        case op::broadcast: v.strides = broadcast_strides(x, v.shape); break;
-        default: throw std::logic_error("kiln: cpu: node " + std::to_string(i) + " (" + std::string(name(n.o)) + ") has no memory");
-      }
-    }
-    views[u] = v;
-    viewed[u] = 1;
-    return v;
-  }
+  view view_of(int i);
 
   /// Run-time shapes of every node, from the leaves' shapes; throws as the eager backend does.
-  void resolve_shapes() {
-    if (static_cast<int>(leaves.size()) != s.leaves)
-      throw std::invalid_argument("kiln: cpu: the graph has " + std::to_string(s.leaves) + " leaves, got " +
-                                  std::to_string(leaves.size()) + " values");
-    for (std::size_t u = 0; u < s.size; ++u) {
-      const node& n = s.nodes[u];
-      auto in = [&](int j) -> const dims& { return shape[static_cast<std::size_t>(n.in[static_cast<std::size_t>(j)])]; };
-      dims& r = shape[u];
-      switch (kind_of(n.o)) {
-        case op_kind::leaf: {
-          const any_tensor& t = leaves[static_cast<std::size_t>(n.slot)];
-          const std::string what = std::string(name(n.o)) + " '" + std::string(n.label()) + "'";
-          if (!t.defined()) throw std::invalid_argument("kiln: cpu: no value for " + what);
-          if (t.dt() != n.dt) throw dtype_error(what, n.dt, t.dt());
-          bool fits = t.rank() == n.shape.rank;
-          for (int a = 0; fits && a < n.shape.rank; ++a) fits = n.shape.e[a] == dyn || n.shape.e[a] == t.shape().e[a];
-          if (!fits) throw shape_error(what, n.shape, t.shape(), "differ (declared, bound)");
-          r = t.shape();
-          break;
-        }
-        case op_kind::constant: r = dims{}; break;
-        case op_kind::unary:
-        case op_kind::cast: r = in(0); break;
-        case op_kind::binary: r = broadcast_or_throw(n.o, in(0), in(1)); break;
-        case op_kind::ternary: r = broadcast_or_throw(op::where, broadcast_or_throw(op::where, in(0), in(1)), in(2)); break;
-        case op_kind::reduce: {
-          r = reduce_shape(in(0), n.axes, n.keepdim).shape;
-          index_t count = 1;
-          for (int a = 0; a < in(0).rank; ++a)
-            if (n.axes & (1u << a)) count *= in(0).e[a];
-          if ((n.o == op::amax || n.o == op::amin) && count == 0 && r.numel() > 0)
-            throw shape_error(name(n.o), in(0), "cannot be reduced over an axis of extent 0");
-          break;
-        }
-        case op_kind::matmul: {
-          const shape_result m = matmul_shape(in(0), in(1));
-          if (!m.ok) throw shape_error("matmul", in(0), in(1), "do not match as [..., m, k] x [..., k, n]");
-          r = m.shape;
-          break;
-        }
-        case op_kind::shape:
-          switch (n.o) {
-            case op::reshape: r = reshape_target(in(0), n.shape); break;
-            case op::permute:
-              r = in(0);
-              for (int a = 0; a < r.rank; ++a) r.e[a] = in(0).e[n.perm[a]];
-              break;
-            case op::broadcast: {
-              dims to = n.shape;
-              for (int a = 0; a < to.rank; ++a) {
-                const int j = in(0).rank - to.rank + a;
-                if (to.e[a] == dyn) {
-                  if (j < 0) throw shape_error("broadcast", in(0), n.shape, "leave a dynamic target extent undetermined");
-                  to.e[a] = in(0).e[j];
-                }
-              }
-              if (!broadcastable_to(in(0), to)) throw shape_error("broadcast", in(0), to, "cannot be broadcast (source to target)");
-              r = to;
-              break;
-            }
-            case op::slice: {
-              const slice_bounds b = resolve_slice(in(0).e[n.axis], n.begin, n.end, n.step);
-              if (!b.ok)
-                throw shape_error("slice", in(0),
-                                  "cannot be sliced on axis " + std::to_string(n.axis) + " from " + std::to_string(n.begin) +
-                                      " to " + (n.end == to_end ? std::string("end") : std::to_string(n.end)) + " by " +
-                                      std::to_string(n.step));
-              r = in(0);
-              r.e[n.axis] = slice_extent(b.begin, b.end, n.step);
-              break;
-            }
-            case op::concat: {
-              const shape_result c = concat_shape(in(0), in(1), n.axis);
-              if (!c.ok) throw shape_error("concat", in(0), in(1), "differ outside axis " + std::to_string(n.axis));
-              r = c.shape;
-              break;
-            }
-            case op::iota: r = dims{in(0).e[n.axis]}; break;
-            case op::numel: r = dims{}; break;
-            default: break;
-          }
-          break;
-        case op_kind::movement: {
-          shape_result m{};
-          const char* what = "";
-          switch (n.o) {
-            case op::gather:
-              m = gather_shape(in(0), in(1));
-              what = "do not match as a table [rows, ...] and indices";
-              break;
-            case op::scatter_add:
-              m = scatter_add_shape(in(0), in(1), in(2));
-              what = "do not match as a source [...indices, ...row] and a target";
-              break;
-            case op::unfold:
-              m = unfold_shape(in(0), window_of(n));
-              what = "do not fit the window";
-              break;
-            case op::fold:
-              m = fold_shape(in(0), window_of(n), fold_height(n), fold_width(n));
-              what = "do not match as columns and an output";
-              break;
-            case op::attention:
-              m = attention_shape(in(0), in(1), in(2), in(3));
-              what = "do not match as attention's q [..., h, tq, d] and k [..., hk, tk, d]";
-              break;
-            case op::attention_grad:
-              m = attention_grad_shape(in(0), in(1), in(2), in(3));
-              what = "do not match as attention's q [..., h, tq, d] and k ++ v [..., hk, tk, d + dv]";
-              break;
-            default: break;
-          }
-          if (!m.ok) throw shape_error(name(n.o), in(0), n.shape, what);
-          r = m.shape;
-          break;
-        }
-        case op_kind::random:
-          if (in(1).rank != 0) throw shape_error("rand", in(1), "is not a rank-0 seed");
-          r = in(0);
-          break;
-        default:
-          throw std::logic_error("kiln: cpu: op " + std::string(name(n.o)) + " reached the backend (not a primitive)");
+  void resolve_shapes();
+};
+
+#if KILN_DEFINE_RUNTIME
+KILN_RUNTIME void copy_elements(const view& dst, const view& src) {
+  const std::size_t size = size_of(dst.dt);
+  if (dst.shape.numel() == 0) return;
+  if (is_contiguous(dst) && is_contiguous(src)) {
+    std::memmove(dst.p, src.p, static_cast<std::size_t>(dst.shape.numel()) * size);
+    return;
+  }
+  const auto bytes = static_cast<index_t>(size);
+  const int r = dst.shape.rank;
+  if (r >= 1 && dst.strides.e[r - 1] == 1 && src.strides.e[r - 1] == 1) {
+    // rows contiguous in both (a slice of a wider row, as attention's value is of its packed
+    // result): one memcpy a row, not one an element
+    dims rows = dst.shape;
+    const index_t width = rows.e[r - 1];
+    rows.e[r - 1] = 1;
+    for_each_index(rows, [&](const index_t* idx) {
+      index_t a = 0, b = 0;
+      for (int i = 0; i < r - 1; ++i) {
+        a += idx[i] * dst.strides.e[i];
+        b += idx[i] * src.strides.e[i];
+      }
+      std::memmove(dst.p + a * bytes, src.p + b * bytes, static_cast<std::size_t>(width * bytes));
+    });
+    return;
+  }
+  for_each_index(dst.shape, [&](const index_t* idx) {
+    index_t a = 0, b = 0;
+    for (int i = 0; i < dst.shape.rank; ++i) {
+      a += idx[i] * dst.strides.e[i];
+      b += idx[i] * src.strides.e[i];
+    }
+    std::memcpy(dst.p + a * bytes, src.p + b * bytes, size);
+  });
+}
+
+KILN_RUNTIME void fill(const view& out, double v) {
+  visit(out.dt, [&]<dtype D>() {
+    const auto es = static_cast<index_t>(size_of(D));
+    const storage_t<D> x = storage_t<D>(static_cast<compute_t<D>>(v));
+    for_each_index(out.shape, [&](const index_t* idx) {
+      index_t o = 0;
+      for (int a = 0; a < out.shape.rank; ++a) o += idx[a] * out.strides.e[a];
+      std::memcpy(out.p + o * es, &x, sizeof(x));
+    });
+  });
+}
+
+KILN_RUNTIME dims broadcast_or_throw(op o, const dims& a, const dims& b) {
+  const broadcast_result r = broadcast(a, b);
+  if (!r.ok) throw shape_error(name(o), a, b, "cannot be broadcast together");
+  return r.shape;
+}
+
+KILN_RUNTIME dims reshape_target(const dims& from, dims to) {
+  int infer = -1;
+  index_t known = 1;
+  for (int i = 0; i < to.rank; ++i) {
+    if (to.e[i] == dyn) {
+      if (infer >= 0) throw shape_error("reshape", from, to, "are incompatible: more than one inferred extent");
+      infer = i;
+    } else {
+      known *= to.e[i];
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0 || from.numel() % known != 0)
+      throw shape_error("reshape", from, to, "are incompatible: cannot infer the dynamic extent");
+    to.e[infer] = from.numel() / known;
+  }
+  if (to.numel() != from.numel()) throw shape_error("reshape", from, to, "have different element counts");
+  return to;
+}
+
+KILN_RUNTIME bool reshape_strides(const dims& from, const dims& st, const dims& to, dims& out) {
+  out = contiguous_strides(to);
+  if (from.numel() == 0 || from.rank == 0) return true;
+  int v = to.rank - 1;
+  index_t base = st.e[from.rank - 1], from_count = 1, to_count = 1;
+  for (int d = from.rank - 1; d >= 0; --d) {
+    from_count *= from.e[d];
+    if (d == 0 || (from.e[d - 1] != 1 && st.e[d - 1] != from_count * base)) {  // end of a run
+      while (v >= 0 && (to_count < from_count || to.e[v] == 1)) {
+        out.e[v] = to_count * base;
+        to_count *= to.e[v];
+        --v;
+      }
+      if (to_count != from_count) return false;
+      if (d > 0) {
+        base = st.e[d - 1];
+        from_count = to_count = 1;
       }
     }
   }
-};
+  return v == -1;
+}
+
+KILN_RUNTIME view state::view_of(int i) {
+  const auto u = static_cast<std::size_t>(i);
+  if (viewed[u]) return views[u];
+  const node& n = at(i);
+  view v;
+  if (kind_of(n.o) == op_kind::leaf) {
+    v = view_of_tensor(leaves[static_cast<std::size_t>(n.slot)]);
+  } else if (n.o == op::constant || n.o == op::numel) {  // a value viewed (broadcast): one element
+    v = temp(n.dt, dims{});
+    fill(v, n.o == op::numel ? static_cast<double>(numel_of(i)) : n.value);
+  } else if (dest[u].p) {
+    v = dest[u];
+  } else {
+    const view x = view_of(n.in[0]);
+    v = x;
+    v.dt = n.dt;
+    v.shape = shape[u];
+    switch (n.o) {
+      case op::reshape:
+        if (!reshape_strides(x.shape, x.strides, v.shape, v.strides)) {
+          const view c = temp(x.dt, x.shape);  // not expressible as strides: copy, as eager does
+          copy_elements(c, x);
+          v.p = c.p;
+          v.strides = contiguous_strides(v.shape);
+        }
+        break;
+      case op::permute:
+        for (int a = 0; a < v.shape.rank; ++a) v.strides.e[a] = x.strides.e[n.perm[a]];
+        break;
+      case op::slice: {
+        const slice_bounds b = resolve_slice(x.shape.e[n.axis], n.begin, n.end, n.step);
+        v.p = x.p + b.begin * x.strides.e[n.axis] * static_cast<index_t>(size_of(x.dt));
+        v.strides.e[n.axis] = x.strides.e[n.axis] * n.step;
+        break;
+      }
+      case op::broadcast: v.strides = broadcast_strides(x, v.shape); break;
+      default: throw std::logic_error("kiln: cpu: node " + std::to_string(i) + " (" + std::string(name(n.o)) + ") has no memory");
+    }
+  }
+  views[u] = v;
+  viewed[u] = 1;
+  return v;
+}
+
+KILN_RUNTIME void state::resolve_shapes() {
+  if (static_cast<int>(leaves.size()) != s.leaves)
+    throw std::invalid_argument("kiln: cpu: the graph has " + std::to_string(s.leaves) + " leaves, got " +
+                                std::to_string(leaves.size()) + " values");
+  for (std::size_t u = 0; u < s.size; ++u) {
+    const node& n = s.nodes[u];
+    auto in = [&](int j) -> const dims& { return shape[static_cast<std::size_t>(n.in[static_cast<std::size_t>(j)])]; };
+    dims& r = shape[u];
+    switch (kind_of(n.o)) {
+      case op_kind::leaf: {
+        const any_tensor& t = leaves[static_cast<std::size_t>(n.slot)];
+        const std::string what = std::string(name(n.o)) + " '" + std::string(n.label()) + "'";
+        if (!t.defined()) throw std::invalid_argument("kiln: cpu: no value for " + what);
+        if (t.dt() != n.dt) throw dtype_error(what, n.dt, t.dt());
+        bool fits = t.rank() == n.shape.rank;
+        for (int a = 0; fits && a < n.shape.rank; ++a) fits = n.shape.e[a] == dyn || n.shape.e[a] == t.shape().e[a];
+        if (!fits) throw shape_error(what, n.shape, t.shape(), "differ (declared, bound)");
+        r = t.shape();
+        break;
+      }
+      case op_kind::constant: r = dims{}; break;
+      case op_kind::unary:
+      case op_kind::cast: r = in(0); break;
+      case op_kind::binary: r = broadcast_or_throw(n.o, in(0), in(1)); break;
+      case op_kind::ternary: r = broadcast_or_throw(op::where, broadcast_or_throw(op::where, in(0), in(1)), in(2)); break;
+      case op_kind::reduce: {
+        r = reduce_shape(in(0), n.axes, n.keepdim).shape;
+        index_t count = 1;
+        for (int a = 0; a < in(0).rank; ++a)
+          if (n.axes & (1u << a)) count *= in(0).e[a];
+        if ((n.o == op::amax || n.o == op::amin) && count == 0 && r.numel() > 0)
+          throw shape_error(name(n.o), in(0), "cannot be reduced over an axis of extent 0");
+        break;
+      }
+      case op_kind::matmul: {
+        const shape_result m = matmul_shape(in(0), in(1));
+        if (!m.ok) throw shape_error("matmul", in(0), in(1), "do not match as [..., m, k] x [..., k, n]");
+        r = m.shape;
+        break;
+      }
+      case op_kind::shape:
+        switch (n.o) {
+          case op::reshape: r = reshape_target(in(0), n.shape); break;
+          case op::permute:
+            r = in(0);
+            for (int a = 0; a < r.rank; ++a) r.e[a] = in(0).e[n.perm[a]];
+            break;
+          case op::broadcast: {
+            dims to = n.shape;
+            for (int a = 0; a < to.rank; ++a) {
+              const int j = in(0).rank - to.rank + a;
+              if (to.e[a] == dyn) {
+                if (j < 0) throw shape_error("broadcast", in(0), n.shape, "leave a dynamic target extent undetermined");
+                to.e[a] = in(0).e[j];
+              }
+            }
+            if (!broadcastable_to(in(0), to)) throw shape_error("broadcast", in(0), to, "cannot be broadcast (source to target)");
+            r = to;
+            break;
+          }
+          case op::slice: {
+            const slice_bounds b = resolve_slice(in(0).e[n.axis], n.begin, n.end, n.step);
+            if (!b.ok)
+              throw shape_error("slice", in(0),
+                                "cannot be sliced on axis " + std::to_string(n.axis) + " from " + std::to_string(n.begin) +
+                                    " to " + (n.end == to_end ? std::string("end") : std::to_string(n.end)) + " by " +
+                                    std::to_string(n.step));
+            r = in(0);
+            r.e[n.axis] = slice_extent(b.begin, b.end, n.step);
+            break;
+          }
+          case op::concat: {
+            const shape_result c = concat_shape(in(0), in(1), n.axis);
+            if (!c.ok) throw shape_error("concat", in(0), in(1), "differ outside axis " + std::to_string(n.axis));
+            r = c.shape;
+            break;
+          }
+          case op::iota: r = dims{in(0).e[n.axis]}; break;
+          case op::numel: r = dims{}; break;
+          default: break;
+        }
+        break;
+      case op_kind::movement: {
+        shape_result m{};
+        const char* what = "";
+        switch (n.o) {
+          case op::gather:
+            m = gather_shape(in(0), in(1));
+            what = "do not match as a table [rows, ...] and indices";
+            break;
+          case op::scatter_add:
+            m = scatter_add_shape(in(0), in(1), in(2));
+            what = "do not match as a source [...indices, ...row] and a target";
+            break;
+          case op::unfold:
+            m = unfold_shape(in(0), window_of(n));
+            what = "do not fit the window";
+            break;
+          case op::fold:
+            m = fold_shape(in(0), window_of(n), fold_height(n), fold_width(n));
+            what = "do not match as columns and an output";
+            break;
+          case op::attention:
+            m = attention_shape(in(0), in(1), in(2), in(3));
+            what = "do not match as attention's q [..., h, tq, d] and k [..., hk, tk, d]";
+            break;
+          case op::attention_grad:
+            m = attention_grad_shape(in(0), in(1), in(2), in(3));
+            what = "do not match as attention's q [..., h, tq, d] and k ++ v [..., hk, tk, d + dv]";
+            break;
+          default: break;
+        }
+        if (!m.ok) throw shape_error(name(n.o), in(0), n.shape, what);
+        r = m.shape;
+        break;
+      }
+      case op_kind::random:
+        if (in(1).rank != 0) throw shape_error("rand", in(1), "is not a rank-0 seed");
+        r = in(0);
+        break;
+      default:
+        throw std::logic_error("kiln: cpu: op " + std::string(name(n.o)) + " reached the backend (not a primitive)");
+    }
+  }
+}
+#endif  // KILN_DEFINE_RUNTIME
 
 }  // namespace kiln::cpu::detail
