@@ -100,12 +100,12 @@ def measure(cxx, src_path, timeout):
 PROGRAMS = ['empty', 'eager1', 'eager3', 'mlp_forward', 'mlp_train']
 EIGEN = '/usr/include/eigen3'
 
-def link_cost(cxx, src, flags, timeout, extra_objects=(), compile_only=False):
+def link_cost(cxx, src, flags, timeout, extra_objects=(), compile_only=False, libs=()):
     """Compiles and links src to a program (or, compile_only, to an object) in a scratch
     directory: seconds and peak MB."""
     with tempfile.TemporaryDirectory() as tmp:
         out = ['-c', '-o', os.path.join(tmp, 'a.o')] if compile_only else ['-o', os.path.join(tmp, 'a.out')]
-        cmd = ['/usr/bin/time', '-f', '%e %M', cxx, '-std=c++20', '-O2', *flags, src, *extra_objects, *out]
+        cmd = ['/usr/bin/time', '-f', '%e %M', cxx, '-std=c++20', '-O2', *flags, src, *extra_objects, *libs, *out]
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -161,7 +161,7 @@ def programs_suite(a):
             runs, err = [], ''
             objs = [rt_obj] if lib == 'kiln-separate' else []
             for _ in range(a.repeat):
-                sec, mb, err = link_cost(cxx, src, flags + (['-lz'] if 'fashion' in prog else []), a.timeout, objs)
+                sec, mb, err = link_cost(cxx, src, flags, a.timeout, objs, libs=['-lz'] if 'fashion' in prog else [])
                 if err:
                     break
                 runs.append((sec, mb))
