@@ -184,7 +184,7 @@ int main(int argc, char** argv) {
   openblas_set_num_threads(threads);
   benchmark::AddCustomContext("threads", std::to_string(threads));
   benchmark::AddCustomContext("openblas_kernels", openblas_get_corename());
-#if defined(KILN_HAVE_OPENMP) && defined(_OPENMP)
+#if defined(KILN_USE_OPENMP)
   // GOMP's default wait policy spins (SPR's pause is slow): on a machine with fewer free cores
   // than threads a parallel region can then stall for a scheduler time slice.
   const char* policy = std::getenv("OMP_WAIT_POLICY");

@@ -642,7 +642,7 @@ TEST_CASE("with_team: jobs of alternating chunk counts run each chunk once, and 
   // 140k jobs). A hang fails the test by the watchdog instead of stalling the suite.
   for (int threads : {2, 3}) {
     threads_guard t(threads);
-#if defined(KILN_HAVE_OPENMP) && defined(_OPENMP)
+#if defined(KILN_USE_OPENMP)
     constexpr long jobs = 300000;
 #else
     constexpr long jobs = 30000;  // kiln's own pool wakes a sleeping worker for many of these tiny jobs

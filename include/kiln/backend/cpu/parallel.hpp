@@ -1,8 +1,8 @@
 // kiln/backend/cpu/parallel.hpp: the CPU backend's threads. parallel_for splits [0, n) into
 // contiguous chunks, a few per thread, that threads take as they come free; outside a team
-// they run on OpenMP when kiln is built with it (KILN_HAVE_OPENMP, set by the kiln::kiln target
-// when OpenMP is found), else on a small pool of std::threads that lives as long as the
-// program; teams (with_team) run on that pool in every build. The thread count is settable and
+// they run on OpenMP when the compiler has it on (-fopenmp defines _OPENMP; the kiln::kiln
+// target adds it when OpenMP is found; KILN_NO_OPENMP keeps kiln off it), else on a small pool
+// of std::threads that lives as long as the program; teams (with_team) run on that pool in every build. The thread count is settable and
 // defaults to all cores (std::thread::hardware_concurrency, or KILN_NUM_THREADS from the
 // environment).
 // A compiled call big enough to thread runs its kernels with one team (with_team): the pool's
@@ -25,7 +25,10 @@
 #include "../../core/config.hpp"
 #include "../../core/env.hpp"
 
-#if defined(KILN_HAVE_OPENMP) && defined(_OPENMP)
+// (KILN_HAVE_OPENMP, which the CMake target also defines, is no longer needed: -fopenmp alone
+// gives OpenMP, as a user building without CMake expects)
+#if defined(_OPENMP) && !defined(KILN_NO_OPENMP)
+#define KILN_USE_OPENMP 1
 #include <omp.h>
 #endif
 #if defined(__unix__) || defined(__APPLE__)
@@ -392,7 +395,7 @@ void parallel_for(index_t n, index_t grain, F&& fn, int per_thread = chunks_per_
     return;
   }
   detail::watch_fork();
-#if defined(KILN_HAVE_OPENMP) && defined(_OPENMP)
+#if defined(KILN_USE_OPENMP)
   if (!detail::forked_child()) {
     if (chunks == threads) {
 #pragma omp parallel for num_threads(threads) schedule(static, 1)
@@ -429,7 +432,7 @@ template <class F>
 void with_team(F&& body) {
   const int threads = num_threads();
   bool in_omp = false;
-#if defined(KILN_HAVE_OPENMP) && defined(_OPENMP)
+#if defined(KILN_USE_OPENMP)
   in_omp = omp_in_parallel();
 #endif
   if (threads > 1 && !detail::in_parallel_region() && !detail::current_team() && !in_omp) {
@@ -456,7 +459,7 @@ void with_team(F&& body) {
       if (error) std::rethrow_exception(error);
       return;
     }
-#if defined(KILN_HAVE_OPENMP) && defined(_OPENMP)
+#if defined(KILN_USE_OPENMP)
     if (!detail::forked_child()) {
 #pragma omp parallel num_threads(threads)
       {
