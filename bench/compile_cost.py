@@ -117,13 +117,15 @@ def link_cost(cxx, src, flags, timeout, extra_objects=(), compile_only=False, li
     return float(last[0]), round(int(last[1]) / 1024), ''
 
 def cpu_model():
+    """The CPU's name with its family and model (a VM's name alone may not tell Zen 3 from 5)."""
+    info = {}
     try:
         for line in open('/proc/cpuinfo'):
-            if line.startswith('model name'):
-                return line.split(':', 1)[1].strip()
+            key, _, value = line.partition(':')
+            info.setdefault(key.strip(), value.strip())
     except OSError:
-        pass
-    return platform.processor()
+        return platform.processor()
+    return f"{info.get('model name', '?')}, family {info.get('cpu family', '?')} model {info.get('model', '?')}"
 
 def compiler_version(cxx):
     return subprocess.run([cxx, '--version'], capture_output=True, text=True).stdout.splitlines()[0]
