@@ -78,14 +78,15 @@ constexpr std::array<kernel_fn, sizeof...(K)> kernel_table(std::integer_sequence
 /// Runs a plan's kernels on leaves. Not a template: each plan adds its kernels and a table of
 /// them, not its own copy of this driver (build cost, docs/build-cost.md).
 KILN_RUNTIME std::vector<any_tensor> run_plan(const schedule_ref& s, std::span<const kernel_fn> kernels,
-                                        const std::vector<any_tensor>& leaves, const std::vector<any_tensor>* into,
-                                        scratch_cache& cache);
+                                              const std::vector<any_tensor>& leaves,
+                                              const std::vector<any_tensor>* into, scratch_cache& cache);
 
 template <const auto& S>
 std::vector<any_tensor> run(const std::vector<any_tensor>& leaves, const std::vector<any_tensor>* into) {
   static_assert(first_unsupported(S) < 0,
                 "kiln: cpu: the schedule has a node that is not a primitive (decompose the graph first)");
-  static constexpr auto kernels = kernel_table<S>(std::make_integer_sequence<int, static_cast<int>(S.kernels.size())>{});
+  constexpr int nk = static_cast<int>(S.kernels.size());
+  static constexpr auto kernels = kernel_table<S>(std::make_integer_sequence<int, nk>{});
   static thread_local scratch_cache cache;
   return run_plan(schedule_ref::of(S), kernels, leaves, into, cache);
 }
@@ -168,8 +169,8 @@ KILN_RUNTIME bool opens_team(const state& st) {
 }
 
 KILN_RUNTIME std::vector<any_tensor> run_plan(const schedule_ref& s, std::span<const kernel_fn> kernels,
-                                        const std::vector<any_tensor>& leaves, const std::vector<any_tensor>* into,
-                                        scratch_cache& cache) {
+                                              const std::vector<any_tensor>& leaves,
+                                              const std::vector<any_tensor>* into, scratch_cache& cache) {
   state st(s, leaves);
   st.resolve_shapes();
   run_memory r = prepare(st, into, cache);

@@ -83,7 +83,8 @@ void print_plan(std::ostream& os, const S& s) {
 
 /// Prints the requested stages of a plan: the graph as captured, then the frozen schedule's
 /// primitive graph, kernels and buffers.
-KILN_RUNTIME void print_stages(std::ostream& os, const log_stages& st, const graph& captured, const passes::schedule& s);
+KILN_RUNTIME void print_stages(std::ostream& os, const log_stages& st, const graph& captured,
+                               const passes::schedule& s);
 
 /// The same for a graph that runs unfused (the eager backend): no kernels, no buffers.
 KILN_RUNTIME void print_reference(std::ostream& os, const log_stages& st, const graph& captured, const graph& ref);
@@ -99,7 +100,7 @@ inline constexpr auto stage_node_counts = []<int... I>(std::integer_sequence<int
 /// One line per stage of passes::pipeline: what it left of a graph (nodes; kernels; buffers),
 /// from the traced node count and stage_node_counts.
 KILN_RUNTIME std::string stage_summary(std::size_t traced_nodes, std::span<const int> counts, std::size_t kernels,
-                                 std::size_t buffers);
+                                       std::size_t buffers);
 
 /// The same for expression type E and its frozen plan S.
 template <class E, const auto& S>
@@ -111,7 +112,7 @@ namespace detail {
 /// What log_plan_once prints, once the stages asked for are known: not a template, so that each
 /// plan adds only its call (the frozen arrays go as spans).
 KILN_RUNTIME void log_plan(const log_stages& st, const graph_span& traced_graph, std::span<const int> counts,
-                     const passes::schedule_span& s);
+                           const passes::schedule_span& s);
 
 KILN_RUNTIME void log_reference(const log_stages& st, const graph_span& traced_graph, const graph_span& ref);
 }  // namespace detail
@@ -221,7 +222,8 @@ KILN_RUNTIME std::string debug::bytes_text(const passes::bytes_t& b) {
   return s + (b.approximate ? " (approx.)" : "") + " B";
 }
 
-KILN_RUNTIME void print_stages(std::ostream& os, const log_stages& st, const graph& captured, const passes::schedule& s) {
+KILN_RUNTIME void print_stages(std::ostream& os, const log_stages& st, const graph& captured,
+                               const passes::schedule& s) {
   if (st.graph) debug::print_graph(os, captured, "graph (as captured)");
   if (st.prims) debug::print_graph(os, s.g, "prims (decomposed, canonicalised)");
   if (st.fusion) debug::print_fusion(os, s);
@@ -235,7 +237,7 @@ KILN_RUNTIME void print_reference(std::ostream& os, const log_stages& st, const 
 }
 
 KILN_RUNTIME std::string stage_summary(std::size_t traced_nodes, std::span<const int> counts, std::size_t kernels,
-                                 std::size_t buffers) {
+                                       std::size_t buffers) {
   std::string out = "[kiln] stages: traced " + std::to_string(traced_nodes) + " nodes\n";
   for (std::size_t i = 0; i < counts.size(); ++i)
     out += "  " + std::to_string(i) + " " + std::string(passes::pipeline[i].name) + ": " +
@@ -246,7 +248,7 @@ KILN_RUNTIME std::string stage_summary(std::size_t traced_nodes, std::span<const
 }
 
 KILN_RUNTIME void detail::log_plan(const log_stages& st, const graph_span& traced_graph, std::span<const int> counts,
-                     const passes::schedule_span& s) {
+                                   const passes::schedule_span& s) {
   std::ostringstream os;
   if (st.stages) os << stage_summary(traced_graph.nodes.size(), counts, s.kernels.size(), s.buffers.size());
   print_stages(os, st, traced_graph.thaw(), s.thaw());

@@ -2,9 +2,9 @@
 // contiguous chunks, a few per thread, that threads take as they come free; outside a team
 // they run on OpenMP when the compiler has it on (-fopenmp defines _OPENMP; the kiln::kiln
 // target adds it when OpenMP is found; KILN_NO_OPENMP keeps kiln off it), else on a small pool
-// of std::threads that lives as long as the program; teams (with_team) run on that pool in every build. The thread count is settable and
-// defaults to all cores (std::thread::hardware_concurrency, or KILN_NUM_THREADS from the
-// environment).
+// of std::threads that lives as long as the program; teams (with_team) run on that pool in
+// every build. The thread count is settable and defaults to all cores
+// (std::thread::hardware_concurrency, or KILN_NUM_THREADS from the environment).
 // A compiled call big enough to thread runs its kernels with one team (with_team): the pool's
 // workers spin on kiln's job slots between kernels instead of going back to OpenMP, which
 // under OMP_WAIT_POLICY=passive would put them to sleep after each kernel, so that every kernel
