@@ -100,11 +100,11 @@ def measure(cxx, src_path, timeout):
 PROGRAMS = ['empty', 'eager1', 'eager3', 'mlp_forward', 'mlp_train']
 EIGEN = '/usr/include/eigen3'
 
-def link_cost(cxx, src, flags, timeout, extra_objects=(), compile_only=False, libs=()):
-    """Compiles and links src to a program (or, compile_only, to an object) in a scratch
-    directory: seconds and peak MB."""
+def link_cost(cxx, src, flags, timeout, extra_objects=(), object_out=None, libs=()):
+    """Compiles and links src to a program in a scratch directory (or, given object_out,
+    compiles it to that object): seconds and peak MB."""
     with tempfile.TemporaryDirectory() as tmp:
-        out = ['-c', '-o', os.path.join(tmp, 'a.o')] if compile_only else ['-o', os.path.join(tmp, 'a.out')]
+        out = ['-c', '-o', object_out] if object_out else ['-o', os.path.join(tmp, 'a.out')]
         cmd = ['/usr/bin/time', '-f', '%e %M', cxx, '-std=c++20', '-O2', *flags, src, *extra_objects, *libs, *out]
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -151,9 +151,8 @@ def programs_suite(a):
         rt_obj = os.path.join(tmp_rt.name, f'runtime-{cxx}.o')
         with open(rt_src, 'w') as f:
             f.write('#include <kiln/src.hpp>\n')
-        sec, mb, err = link_cost(cxx, rt_src, sep_flags, a.timeout, compile_only=True)
-        if not err:  # (kiln before separate compilation has no src.hpp: its separate rows are skipped)
-            subprocess.run([cxx, '-std=c++20', '-O2', *sep_flags, '-c', rt_src, '-o', rt_obj], check=True)
+        # (kiln before separate compilation has no src.hpp: no object, its separate rows are skipped)
+        sec, mb, err = link_cost(cxx, rt_src, sep_flags, a.timeout, object_out=rt_obj)
         r = {'program': 'runtime (src.hpp)', 'library': 'kiln-separate', 'compiler': cxx, 'ok': not err, 'error': err,
              'seconds': sec, 'peak_mb': mb, 'runs_seconds': [sec]}
         rows.append(r)

@@ -102,12 +102,6 @@ inline constexpr auto stage_node_counts = []<int... I>(std::integer_sequence<int
 KILN_RUNTIME std::string stage_summary(std::size_t traced_nodes, std::span<const int> counts, std::size_t kernels,
                                        std::size_t buffers);
 
-/// The same for expression type E and its frozen plan S.
-template <class E, const auto& S>
-std::string stage_summary() {
-  return stage_summary(traced<E>::value.nodes.size(), stage_node_counts<E>, S.kernels.size(), S.buffers.size());
-}
-
 namespace detail {
 /// What log_plan_once prints, once the stages asked for are known: not a template, so that each
 /// plan adds only its call (the frozen arrays go as spans).

@@ -140,6 +140,10 @@ struct graph_span {
   static constexpr graph_span of(const frozen_graph<N, M>& g) {
     return {std::span<const node>(g.nodes.data(), N), std::span<const int>(g.outputs.data(), M), g.leaves};
   }
+  /// A run-time graph's arrays (valid while it lives and does not grow).
+  static graph_span of(const graph& g) {
+    return {{g.nodes.data(), g.nodes.size()}, {g.outputs.data(), g.outputs.size()}, g.leaves};
+  }
   graph thaw() const {
     graph g;
     g.nodes.assign(nodes.data(), nodes.data() + nodes.size());

@@ -222,8 +222,7 @@ struct schedule_span {
   }
   /// A run-time schedule's arrays (valid while it lives).
   static schedule_span of(const schedule& s) {
-    return {graph_span{{s.g.nodes.data(), s.g.nodes.size()}, {s.g.outputs.data(), s.g.outputs.size()}, s.g.leaves},
-            {s.kernel_of.data(), s.kernel_of.size()}, {s.written.data(), s.written.size()},
+    return {graph_span::of(s.g), {s.kernel_of.data(), s.kernel_of.size()}, {s.written.data(), s.written.size()},
             {s.kernels.data(), s.kernels.size()}, {s.buffer_of.data(), s.buffer_of.size()},
             {s.buffers.data(), s.buffers.size()}};
   }
