@@ -144,6 +144,31 @@ TEST_CASE("tensor_set: one tensor per placeholder type, to and from tensors by n
   check_close(kt::values_of(eval(layer(), X{} = x, s)), layer_by_loops(x, s.get<W>(), s.get<B>()));
 }
 
+TEST_CASE("tensor_set: placeholders of one tensor type each keep their own tensor; a dyn shape starts undefined") {
+  using P1 = param<"p1", f32, shape<3>>;
+  using P2 = param<"p2", f32, shape<3>>;
+  using D = input<"d", f32, shape<dyn, 2>>;
+  using S = tensor_set<std::tuple<P1, P2, D>>;
+  S s;
+  CHECK(s.get<P1>().defined());
+  CHECK_FALSE(s.get<D>().defined());
+  CHECK(s.get<P1>().data() != s.get<P2>().data());
+  const auto a = kt::random<float, 1>({3}), b = kt::random<float, 1>({3});
+  s.get<P1>() = a;
+  s.get<P2>() = b;
+  s.get<D>() = kt::random<float, 2>({5, 2});
+  CHECK(&s.at("p2") == &s.get<P2>().any());
+  const nn::state_dict sd = s;
+  CHECK(sd.at("p1").bytes() == a.any().bytes());
+  CHECK(sd.at("p2").bytes() == b.any().bytes());
+  const S back(sd);  // a dyn extent takes the tensor's
+  CHECK(back.get<P2>().data() == b.data());
+  CHECK(back.get<D>().shape() == std::array<index_t, 2>{5, 2});
+  nn::state_dict wrong_dtype = sd;
+  wrong_dtype["p1"] = any_tensor(f64, dims{3});
+  CHECK_THROWS_AS(S{wrong_dtype}, dtype_error);
+}
+
 TEST_CASE("nn::param_set: a model's parameters by type, against binding by name and by loops") {
   using net = nn::mlp_with<"net", nn::relu, f64, 5, 7, 3>;
   using W0 = std::tuple_element_t<0, net::params>;

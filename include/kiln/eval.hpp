@@ -49,52 +49,11 @@ namespace detail {
 /// C++ scalars in place (tensor i to slot tensor_slot[i], scalar i to scalar_slot[i]); the
 /// placeholders' slots are left for the caller. Not a template: an expression type passes its
 /// arrays as spans (build cost, docs/build-cost.md).
-inline std::vector<any_tensor> leaves_with_data(std::span<const node> nodes, int n_leaves,
-                                                std::span<const int> tensor_slot, std::span<const any_tensor> tensors,
-                                                std::span<const int> scalar_slot, std::span<const scalar_value> scalars) {
-  std::vector<any_tensor> leaves(static_cast<std::size_t>(n_leaves));
-  // bound tensors and C++ scalars: each data item to its slot (a shared subtree's later uses
-  // map to the first use's slots, and must hold the same values)
-  const auto shared_mismatch = [](const char* what) {
-    return std::logic_error(std::string("kiln: a subexpression that kiln traces once (the loss under several grad "
-                                        "nodes, or another structurally equal use of it) holds different ") +
-                            what + " in two of its uses; make the two expressions differ in structure, or bind the "
-                                   "value through a kiln::input");
-  };
-  for (std::size_t i = 0; i < tensor_slot.size(); ++i) {
-    any_tensor& slot = leaves[static_cast<std::size_t>(tensor_slot[i])];
-    const any_tensor& t = tensors[i];
-    if (!t.defined()) throw std::invalid_argument("kiln: an undefined tensor was used in an expression");
-    if (!slot.defined()) slot = t;
-    else if (!(slot.shares_storage(t) && slot.bytes() == t.bytes() && slot.shape() == t.shape() &&
-               slot.strides() == t.strides()))
-      throw shared_mismatch("tensors");
-  }
-  std::vector<char> scalar_set(leaves.size(), 0);
-  std::vector<scalar_value> scalar_of(leaves.size());
-  for (std::size_t i = 0; i < scalar_slot.size(); ++i) {
-    const auto s = static_cast<std::size_t>(scalar_slot[i]);
-    const scalar_value v = scalars[i];
-    if (scalar_set[s]) {
-      if (std::bit_cast<std::uint64_t>(v.f) != std::bit_cast<std::uint64_t>(scalar_of[s].f) || v.i != scalar_of[s].i)
-        throw shared_mismatch("C++ scalars");
-      continue;
-    }
-    scalar_set[s] = 1;
-    scalar_of[s] = v;
-  }
-  for (const node& n : nodes) {
-    if (n.o != op::scalar) continue;
-    any_tensor& slot = leaves[static_cast<std::size_t>(n.slot)];
-    const scalar_value v = scalar_of[static_cast<std::size_t>(n.slot)];
-    slot = any_tensor(n.dt, dims{});
-    visit(n.dt, [&]<dtype D>() {
-      *reinterpret_cast<storage_t<D>*>(slot.bytes()) =
-          storage_t<D>(is_floating(D) ? static_cast<compute_t<D>>(v.f) : static_cast<compute_t<D>>(v.i));
-    });
-  }
-  return leaves;
-}
+KILN_RUNTIME std::vector<any_tensor> leaves_with_data(std::span<const node> nodes, int n_leaves,
+                                                      std::span<const int> tensor_slot,
+                                                      std::span<const any_tensor> tensors,
+                                                      std::span<const int> scalar_slot,
+                                                      std::span<const scalar_value> scalars);
 
 /// The same for frozen graph g of expression value e.
 template <class G, traceable E>
@@ -116,33 +75,17 @@ inline void check_bound(const any_tensor& t, dtype dt, const dims& shape, const 
   if (t.dt() != dt) throw dtype_error(what(), dt, t.dt());
   if (!fits_declared(shape, t.shape())) throw shape_error(what(), shape, t.shape(), "differ (declared, bound)");
 }
+
+/// Checks tensor t against placeholder s and puts it in the leaf table at `slots`: what binding
+/// a placeholder by type does, compiled once rather than per placeholder type.
+KILN_RUNTIME void bind_slot(std::vector<any_tensor>& leaves, const any_tensor& t, const slot_info& s,
+                            std::span<const int> slots);
 }  // namespace detail
 
 namespace detail {
 /// Binds the placeholders of a graph's nodes from `feeds` into its leaf table (bind_leaves).
-inline std::vector<any_tensor> bind_feeds(std::span<const node> nodes, std::vector<any_tensor> leaves,
-                                          std::span<const feed> feeds) {
-  std::vector<char> used(feeds.size(), 0);
-  for (const node& n : nodes) {
-    if (n.o != op::input && n.o != op::param) continue;
-    any_tensor& slot = leaves[static_cast<std::size_t>(n.slot)];
-    const auto what = [&] { return std::string(name(n.o)) + " '" + std::string(n.label()) + "'"; };
-    const feed* f = nullptr;
-    for (std::size_t i = 0; i < feeds.size(); ++i)
-      if (feeds[i].name == n.label()) {
-        f = &feeds[i];
-        used[i] = 1;
-      }
-    if (!f) throw std::invalid_argument("kiln: eval: no tensor bound to " + what());
-    detail::check_bound(f->value, n.dt, n.shape, what);
-    slot = f->value;
-  }
-  for (std::size_t i = 0; i < feeds.size(); ++i)
-    if (!used[i])
-      throw std::invalid_argument("kiln: eval: the graph has no input or param named '" +
-                                  std::string(feeds[i].name) + "'");
-  return leaves;
-}
+KILN_RUNTIME std::vector<any_tensor> bind_feeds(std::span<const node> nodes, std::vector<any_tensor> leaves,
+                                                std::span<const feed> feeds);
 }  // namespace detail
 
 /// The leaf table of graph g for expression value e, with placeholders bound from `feeds`.
@@ -317,8 +260,7 @@ template <traceable E, class... A>
 std::vector<any_tensor> bind_typed(const E& e, const A&... a) {
   std::vector<any_tensor> leaves = leaves_with_data(traced<E>::value, e);
   const auto bind = [&]<class P>(std::type_identity<P>, const any_tensor& t) {
-    check_bound(t, P::dt, P::shape, [] { return std::string(name(P::make().o)) + " '" + std::string(P::name.view()) + "'"; });
-    for (const int s : slots_of<E, P>::value) leaves[static_cast<std::size_t>(s)] = t;
+    bind_slot(leaves, t, slot_info_of<P>, slots_of<E, P>::value);
   };
   [[maybe_unused]] const auto each = [&](const auto& arg) {
     if constexpr (typed_feeds<decltype(arg)>) arg.for_each(bind);
@@ -477,5 +419,89 @@ template <traceable E, backend_type B = default_backend>
 compiled<E, B> compile(const E& e, B = B{}) {
   return compiled<E, B>(e);
 }
+
+#if KILN_DEFINE_RUNTIME
+namespace detail {
+KILN_RUNTIME std::vector<any_tensor> leaves_with_data(std::span<const node> nodes, int n_leaves,
+                                                      std::span<const int> tensor_slot,
+                                                      std::span<const any_tensor> tensors,
+                                                      std::span<const int> scalar_slot,
+                                                      std::span<const scalar_value> scalars) {
+  std::vector<any_tensor> leaves(static_cast<std::size_t>(n_leaves));
+  // bound tensors and C++ scalars: each data item to its slot (a shared subtree's later uses
+  // map to the first use's slots, and must hold the same values)
+  const auto shared_mismatch = [](const char* what) {
+    return std::logic_error(std::string("kiln: a subexpression that kiln traces once (the loss under several grad "
+                                        "nodes, or another structurally equal use of it) holds different ") +
+                            what + " in two of its uses; make the two expressions differ in structure, or bind the "
+                                   "value through a kiln::input");
+  };
+  for (std::size_t i = 0; i < tensor_slot.size(); ++i) {
+    any_tensor& slot = leaves[static_cast<std::size_t>(tensor_slot[i])];
+    const any_tensor& t = tensors[i];
+    if (!t.defined()) throw std::invalid_argument("kiln: an undefined tensor was used in an expression");
+    if (!slot.defined()) slot = t;
+    else if (!(slot.shares_storage(t) && slot.bytes() == t.bytes() && slot.shape() == t.shape() &&
+               slot.strides() == t.strides()))
+      throw shared_mismatch("tensors");
+  }
+  std::vector<char> scalar_set(leaves.size(), 0);
+  std::vector<scalar_value> scalar_of(leaves.size());
+  for (std::size_t i = 0; i < scalar_slot.size(); ++i) {
+    const auto s = static_cast<std::size_t>(scalar_slot[i]);
+    const scalar_value v = scalars[i];
+    if (scalar_set[s]) {
+      if (std::bit_cast<std::uint64_t>(v.f) != std::bit_cast<std::uint64_t>(scalar_of[s].f) || v.i != scalar_of[s].i)
+        throw shared_mismatch("C++ scalars");
+      continue;
+    }
+    scalar_set[s] = 1;
+    scalar_of[s] = v;
+  }
+  for (const node& n : nodes) {
+    if (n.o != op::scalar) continue;
+    any_tensor& slot = leaves[static_cast<std::size_t>(n.slot)];
+    const scalar_value v = scalar_of[static_cast<std::size_t>(n.slot)];
+    slot = any_tensor(n.dt, dims{});
+    visit(n.dt, [&]<dtype D>() {
+      *reinterpret_cast<storage_t<D>*>(slot.bytes()) =
+          storage_t<D>(is_floating(D) ? static_cast<compute_t<D>>(v.f) : static_cast<compute_t<D>>(v.i));
+    });
+  }
+  return leaves;
+}
+
+
+KILN_RUNTIME std::vector<any_tensor> bind_feeds(std::span<const node> nodes, std::vector<any_tensor> leaves,
+                                                std::span<const feed> feeds) {
+  std::vector<char> used(feeds.size(), 0);
+  for (const node& n : nodes) {
+    if (n.o != op::input && n.o != op::param) continue;
+    any_tensor& slot = leaves[static_cast<std::size_t>(n.slot)];
+    const auto what = [&] { return std::string(name(n.o)) + " '" + std::string(n.label()) + "'"; };
+    const feed* f = nullptr;
+    for (std::size_t i = 0; i < feeds.size(); ++i)
+      if (feeds[i].name == n.label()) {
+        f = &feeds[i];
+        used[i] = 1;
+      }
+    if (!f) throw std::invalid_argument("kiln: eval: no tensor bound to " + what());
+    detail::check_bound(f->value, n.dt, n.shape, what);
+    slot = f->value;
+  }
+  for (std::size_t i = 0; i < feeds.size(); ++i)
+    if (!used[i])
+      throw std::invalid_argument("kiln: eval: the graph has no input or param named '" +
+                                  std::string(feeds[i].name) + "'");
+  return leaves;
+}
+
+KILN_RUNTIME void bind_slot(std::vector<any_tensor>& leaves, const any_tensor& t, const slot_info& s,
+                            std::span<const int> slots) {
+  check_bound(t, s.dt, s.shape, [&] { return slot_what(s); });
+  for (const int k : slots) leaves[static_cast<std::size_t>(k)] = t;
+}
+}  // namespace detail
+#endif  // KILN_DEFINE_RUNTIME
 
 }  // namespace kiln

@@ -53,6 +53,7 @@ struct run_memory {
 struct scratch_cache {
   std::vector<block> blocks;
   std::vector<std::size_t> bytes;
+  KILN_RUNTIME ~scratch_cache();  // out of line: not compiled again for each plan's thread_local cache
 };
 
 KILN_RUNTIME run_memory prepare(state& st, const std::vector<any_tensor>* into, scratch_cache& cache);
@@ -92,6 +93,8 @@ std::vector<any_tensor> run(const std::vector<any_tensor>& leaves, const std::ve
 }
 
 #if KILN_DEFINE_RUNTIME
+KILN_RUNTIME scratch_cache::~scratch_cache() = default;
+
 KILN_RUNTIME run_memory prepare(state& st, const std::vector<any_tensor>* into, scratch_cache& cache) {
   const schedule_ref& s = st.s;
   run_memory r;

@@ -26,6 +26,7 @@
 #include <new>
 #include <vector>
 
+#include "config.hpp"
 #include "env.hpp"
 
 #if defined(__has_feature)
@@ -61,76 +62,19 @@ namespace detail {
 
 class storage_cache {
  public:
-  static storage_cache& get() {
-    // never destroyed: tensors in static objects may be freed after it would have been
-    static storage_cache* c = new storage_cache;
-    return *c;
-  }
+  KILN_RUNTIME static storage_cache& get();
 
   /// size: from rounded_size.
-  std::byte* allocate(std::size_t size) {
-    if (size >= storage_cache_min_bytes) {
-      if (std::byte* p = take(size)) return p;
-    }
-    try {
-      return static_cast<std::byte*>(::operator new(size, std::align_val_t{storage_alignment}));
-    } catch (const std::bad_alloc&) {  // the cached blocks may be what the system lacks
-      if (stats().bytes == 0) throw;
-      clear();
-      return static_cast<std::byte*>(::operator new(size, std::align_val_t{storage_alignment}));
-    }
-  }
+  KILN_RUNTIME std::byte* allocate(std::size_t size);
 
-  void release(std::byte* p, std::size_t size) noexcept {
-    if (!p) return;
-    if (size < storage_cache_min_bytes) {  // never cached: no lock
-      free_block(p);
-      return;
-    }
-    std::vector<block> out;
-    {
-      std::lock_guard lock(m_);
-      if (size <= limit_) {
-        try {
-          held_.push_back({p, size});
-          p = nullptr;
-          bytes_ += size;
-#if defined(KILN_ASAN)
-          ASAN_POISON_MEMORY_REGION(held_.back().p, size);
-#endif
-          trim(limit_, out);
-        } catch (...) {  // no room to remember it: it goes back to the system
-        }
-      }
-    }
-    if (p) free_block(p);
-    for (const block& b : out) free_block(b);
-  }
+  KILN_RUNTIME void release(std::byte* p, std::size_t size) noexcept;
 
-  std::size_t set_limit(std::size_t bytes) {
-    std::vector<block> out;
-    std::size_t old = 0;
-    {
-      std::lock_guard lock(m_);
-      old = limit_;
-      limit_ = bytes;
-      trim(limit_, out);
-    }
-    for (const block& b : out) free_block(b);
-    return old;
-  }
+  KILN_RUNTIME std::size_t set_limit(std::size_t bytes);
   std::size_t limit() {
     std::lock_guard lock(m_);
     return limit_;
   }
-  void clear() {
-    std::vector<block> out;
-    {
-      std::lock_guard lock(m_);
-      trim(0, out);
-    }
-    for (const block& b : out) free_block(b);
-  }
+  KILN_RUNTIME void clear();
   storage_cache_stats stats() {
     std::lock_guard lock(m_);
     return {bytes_, held_.size(), hits_, misses_, evictions_};
@@ -150,42 +94,11 @@ class storage_cache {
     std::byte* p;
     std::size_t size;
   };
-  storage_cache() {
-    if (const auto v = env_integer("KILN_STORAGE_CACHE_BYTES", 0)) limit_ = static_cast<std::size_t>(*v);
-  }
+  KILN_RUNTIME storage_cache();
   /// A held block of this size (the most recently freed), or null.
-  std::byte* take(std::size_t size) {
-    std::lock_guard lock(m_);
-    for (std::size_t i = held_.size(); i-- > 0;) {
-      if (held_[i].size != size) continue;
-      std::byte* p = held_[i].p;
-      held_.erase(held_.begin() + static_cast<std::ptrdiff_t>(i));
-      bytes_ -= size;
-      ++hits_;
-#if defined(KILN_ASAN)
-      ASAN_UNPOISON_MEMORY_REGION(p, size);
-#endif
-      return p;
-    }
-    if (limit_ > 0) ++misses_;
-    return nullptr;
-  }
+  KILN_RUNTIME std::byte* take(std::size_t size);
   /// Moves the oldest blocks to `out` until at most `keep` bytes are held (m_ held).
-  void trim(std::size_t keep, std::vector<block>& out) {
-    std::size_t n = 0;
-    while (n < held_.size() && bytes_ > keep) {
-      bytes_ -= held_[n].size;
-      ++n;
-    }
-    if (n == 0) return;
-    try {
-      out.assign(held_.begin(), held_.begin() + static_cast<std::ptrdiff_t>(n));
-    } catch (...) {  // free them here, under the lock, rather than lose them
-      for (std::size_t i = 0; i < n; ++i) free_block(held_[i]);
-    }
-    held_.erase(held_.begin(), held_.begin() + static_cast<std::ptrdiff_t>(n));
-    evictions_ += n;
-  }
+  KILN_RUNTIME void trim(std::size_t keep, std::vector<block>& out);
   static void free_block(const block& b) noexcept {
 #if defined(KILN_ASAN)
     ASAN_UNPOISON_MEMORY_REGION(b.p, b.size);  // a cached block is poisoned: the allocator's again
@@ -205,6 +118,112 @@ class storage_cache {
 #endif
   std::uint64_t hits_ = 0, misses_ = 0, evictions_ = 0;
 };
+
+#if KILN_DEFINE_RUNTIME
+KILN_RUNTIME storage_cache& storage_cache::get() {
+  // never destroyed: tensors in static objects may be freed after it would have been
+  static storage_cache* c = new storage_cache;
+  return *c;
+}
+
+KILN_RUNTIME std::byte* storage_cache::allocate(std::size_t size) {
+  if (size >= storage_cache_min_bytes) {
+    if (std::byte* p = take(size)) return p;
+  }
+  try {
+    return static_cast<std::byte*>(::operator new(size, std::align_val_t{storage_alignment}));
+  } catch (const std::bad_alloc&) {  // the cached blocks may be what the system lacks
+    if (stats().bytes == 0) throw;
+    clear();
+    return static_cast<std::byte*>(::operator new(size, std::align_val_t{storage_alignment}));
+  }
+}
+
+KILN_RUNTIME void storage_cache::release(std::byte* p, std::size_t size) noexcept {
+  if (!p) return;
+  if (size < storage_cache_min_bytes) {  // never cached: no lock
+    free_block(p);
+    return;
+  }
+  std::vector<block> out;
+  {
+    std::lock_guard lock(m_);
+    if (size <= limit_) {
+      try {
+        held_.push_back({p, size});
+        p = nullptr;
+        bytes_ += size;
+#if defined(KILN_ASAN)
+        ASAN_POISON_MEMORY_REGION(held_.back().p, size);
+#endif
+        trim(limit_, out);
+      } catch (...) {  // no room to remember it: it goes back to the system
+      }
+    }
+  }
+  if (p) free_block(p);
+  for (const block& b : out) free_block(b);
+}
+
+KILN_RUNTIME std::size_t storage_cache::set_limit(std::size_t bytes) {
+  std::vector<block> out;
+  std::size_t old = 0;
+  {
+    std::lock_guard lock(m_);
+    old = limit_;
+    limit_ = bytes;
+    trim(limit_, out);
+  }
+  for (const block& b : out) free_block(b);
+  return old;
+}
+
+KILN_RUNTIME void storage_cache::clear() {
+  std::vector<block> out;
+  {
+    std::lock_guard lock(m_);
+    trim(0, out);
+  }
+  for (const block& b : out) free_block(b);
+}
+
+KILN_RUNTIME storage_cache::storage_cache() {
+  if (const auto v = env_integer("KILN_STORAGE_CACHE_BYTES", 0)) limit_ = static_cast<std::size_t>(*v);
+}
+
+KILN_RUNTIME std::byte* storage_cache::take(std::size_t size) {
+  std::lock_guard lock(m_);
+  for (std::size_t i = held_.size(); i-- > 0;) {
+    if (held_[i].size != size) continue;
+    std::byte* p = held_[i].p;
+    held_.erase(held_.begin() + static_cast<std::ptrdiff_t>(i));
+    bytes_ -= size;
+    ++hits_;
+#if defined(KILN_ASAN)
+    ASAN_UNPOISON_MEMORY_REGION(p, size);
+#endif
+    return p;
+  }
+  if (limit_ > 0) ++misses_;
+  return nullptr;
+}
+
+KILN_RUNTIME void storage_cache::trim(std::size_t keep, std::vector<block>& out) {
+  std::size_t n = 0;
+  while (n < held_.size() && bytes_ > keep) {
+    bytes_ -= held_[n].size;
+    ++n;
+  }
+  if (n == 0) return;
+  try {
+    out.assign(held_.begin(), held_.begin() + static_cast<std::ptrdiff_t>(n));
+  } catch (...) {  // free them here, under the lock, rather than lose them
+    for (std::size_t i = 0; i < n; ++i) free_block(held_[i]);
+  }
+  held_.erase(held_.begin(), held_.begin() + static_cast<std::ptrdiff_t>(n));
+  evictions_ += n;
+}
+#endif  // KILN_DEFINE_RUNTIME
 
 }  // namespace detail
 

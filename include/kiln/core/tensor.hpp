@@ -55,21 +55,10 @@ class any_tensor {
   any_tensor() = default;
 
   /// A new contiguous tensor, zero-filled.
-  any_tensor(dtype dt, const dims& shape) : any_tensor(dt, shape, uninitialized) {
-    std::memset(mem_.get(), 0, padded_bytes());
-  }
+  KILN_RUNTIME any_tensor(dtype dt, const dims& shape);
   /// A new contiguous tensor whose elements are not initialised: for results that a kernel
   /// writes in full (zero-filling first would cost as much memory traffic again).
-  any_tensor(dtype dt, const dims& shape, uninitialized_t) : dt_(dt), shape_(shape), strides_(contiguous_strides(shape)) {
-    for (int i = 0; i < shape.rank; ++i)
-      if (shape.e[i] < 0) throw shape_error("tensor", shape, "has a negative or dynamic extent");
-    // storage from kiln's cache of large freed blocks (core/storage.hpp)
-    auto& cache = detail::storage_cache::get();
-    const std::size_t size = detail::storage_cache::rounded_size(padded_bytes());
-    // (if making the control block throws, shared_ptr calls the deleter itself)
-    mem_ = std::shared_ptr<std::byte>(cache.allocate(size),
-                                      [size](std::byte* q) { detail::storage_cache::get().release(q, size); });
-  }
+  KILN_RUNTIME any_tensor(dtype dt, const dims& shape, uninitialized_t);
 
   bool defined() const { return mem_ != nullptr; }
   dtype dt() const { return dt_; }
@@ -109,106 +98,31 @@ class any_tensor {
 
   /// A view of [begin, end) with a stride of `step` along one axis. Negative begin/end count
   /// from the end, `to_end` means the extent; then 0 <= begin <= end <= extent must hold.
-  any_tensor slice(int axis, index_t begin, index_t end, index_t step = 1) const {
-    const int a = wrap_axis("slice", axis);
-    const slice_bounds s = resolve_slice(shape_.e[a], begin, end, step);
-    if (!s.ok)
-      throw shape_error("slice", shape_,
-                        "cannot be sliced on axis " + std::to_string(axis) + " from " + std::to_string(begin) +
-                            " to " + (end == to_end ? std::string("end") : std::to_string(end)) + " by " +
-                            std::to_string(step));
-    any_tensor v = *this;
-    v.shape_.e[a] = slice_extent(s.begin, s.end, step);
-    v.offset_ += s.begin * strides_.e[a];
-    v.strides_.e[a] *= step;
-    return v;
-  }
+  KILN_RUNTIME any_tensor slice(int axis, index_t begin, index_t end, index_t step = 1) const;
 
   /// Reorders axes: result axis i is this tensor's axis perm[i].
-  any_tensor permute(const int* perm, int n) const {
-    if (n != shape_.rank) throw shape_error("permute", shape_, "needs one entry per axis in the permutation");
-    any_tensor v = *this;
-    bool seen[max_rank]{};
-    for (int i = 0; i < n; ++i) {
-      const int p = wrap_axis("permute", perm[i]);
-      if (seen[p]) throw shape_error("permute", shape_, "got a permutation that repeats an axis");
-      seen[p] = true;
-      v.shape_.e[i] = shape_.e[p];
-      v.strides_.e[i] = strides_.e[p];
-    }
-    return v;
-  }
+  KILN_RUNTIME any_tensor permute(const int* perm, int n) const;
   any_tensor permute(std::initializer_list<int> perm) const {
     return permute(perm.begin(), static_cast<int>(perm.size()));
   }
 
-  any_tensor transpose(int a, int b) const {
-    a = wrap_axis("transpose", a);
-    b = wrap_axis("transpose", b);
-    any_tensor v = *this;
-    std::swap(v.shape_.e[a], v.shape_.e[b]);
-    std::swap(v.strides_.e[a], v.strides_.e[b]);
-    return v;
-  }
+  KILN_RUNTIME any_tensor transpose(int a, int b) const;
 
   /// A view with a new shape; one extent may be `dyn` and is inferred. The tensor must be
   /// contiguous (call contiguous() first otherwise), so a reshape never copies silently.
-  any_tensor reshape(dims to) const {
-    int infer = -1;
-    index_t known = 1;
-    for (int i = 0; i < to.rank; ++i) {
-      if (to.e[i] == dyn) {
-        if (infer >= 0) throw shape_error("reshape", shape_, to, "are incompatible: more than one inferred extent");
-        infer = i;
-      } else if (to.e[i] < 0) {
-        throw shape_error("reshape", shape_, to, "are incompatible: negative extent");
-      } else {
-        known *= to.e[i];
-      }
-    }
-    if (infer >= 0) {
-      if (known == 0 || numel() % known != 0)
-        throw shape_error("reshape", shape_, to, "are incompatible: cannot infer the dynamic extent");
-      to.e[infer] = numel() / known;
-    }
-    if (to.numel() != numel()) throw shape_error("reshape", shape_, to, "have different element counts");
-    if (!is_contiguous())
-      throw shape_error("reshape", shape_, to, "need a contiguous source: call contiguous() first");
-    any_tensor v = *this;
-    v.shape_ = to;
-    v.strides_ = contiguous_strides(to);
-    return v;
-  }
+  KILN_RUNTIME any_tensor reshape(dims to) const;
 
   // ---- copies --------------------------------------------------------------------------
 
   /// A deep copy, contiguous.
-  any_tensor clone() const {
-    any_tensor r(dt_, shape_);
-    r.copy_from(*this);
-    return r;
-  }
+  KILN_RUNTIME any_tensor clone() const;
   /// This tensor if contiguous, else a contiguous copy.
   any_tensor contiguous() const { return is_contiguous() ? *this : clone(); }
 
   /// Copies src's elements into this tensor's elements (through both views' strides),
   /// converting the dtype (same dtype: the bits as they are, so a bf16 signalling NaN stays
   /// one). Shapes must be equal. Safe when src and *this overlap.
-  void copy_from(const any_tensor& src) const {
-    if (!(src.shape_ == shape_)) throw shape_error("assign", shape_, src.shape_, "differ");
-    const bool same_view = src.bytes() == bytes() && src.strides_ == strides_;
-    const any_tensor s = src.shares_storage(*this) && !same_view ? src.clone() : src;
-    visit(dt_, [&]<dtype D>() {
-      visit(s.dt_, [&]<dtype S>() {
-        auto* out = reinterpret_cast<storage_t<D>*>(bytes());
-        const auto* in = reinterpret_cast<const storage_t<S>*>(s.bytes());
-        for_each_index(shape_, [&](const index_t* idx) {
-          if constexpr (D == S) out[offset_of(idx)] = in[s.offset_of(idx)];  // bits as they are
-          else out[offset_of(idx)] = convert<D>(in[s.offset_of(idx)]);
-        });
-      });
-    });
-  }
+  KILN_RUNTIME void copy_from(const any_tensor& src) const;
 
   /// Converts one stored element to dtype D's storage type (through compute types). Floating
   /// point to integer truncates toward zero, saturates out of range and maps NaN to 0 (where
@@ -239,12 +153,7 @@ class any_tensor {
     const std::size_t padded = (bytes + storage_alignment - 1) / storage_alignment * storage_alignment;
     return padded ? padded : storage_alignment;
   }
-  int wrap_axis(const char* op, int axis) const {
-    const int a = axis < 0 ? axis + shape_.rank : axis;
-    if (a < 0 || a >= shape_.rank)
-      throw shape_error(op, shape_, "has no axis " + std::to_string(axis));
-    return a;
-  }
+  KILN_RUNTIME int wrap_axis(const char* op, int axis) const;
 
   dtype dt_ = dtype::f32;
   std::shared_ptr<std::byte> mem_;
@@ -397,5 +306,114 @@ class tensor {
 
   any_tensor t_;
 };
+
+#if KILN_DEFINE_RUNTIME
+KILN_RUNTIME any_tensor::any_tensor(dtype dt, const dims& shape) : any_tensor(dt, shape, uninitialized) {
+  std::memset(mem_.get(), 0, padded_bytes());
+}
+
+KILN_RUNTIME any_tensor::any_tensor(dtype dt, const dims& shape, uninitialized_t)
+    : dt_(dt), shape_(shape), strides_(contiguous_strides(shape)) {
+  for (int i = 0; i < shape.rank; ++i)
+    if (shape.e[i] < 0) throw shape_error("tensor", shape, "has a negative or dynamic extent");
+  // storage from kiln's cache of large freed blocks (core/storage.hpp)
+  auto& cache = detail::storage_cache::get();
+  const std::size_t size = detail::storage_cache::rounded_size(padded_bytes());
+  // (if making the control block throws, shared_ptr calls the deleter itself)
+  mem_ = std::shared_ptr<std::byte>(cache.allocate(size),
+                                    [size](std::byte* q) { detail::storage_cache::get().release(q, size); });
+}
+
+KILN_RUNTIME any_tensor any_tensor::slice(int axis, index_t begin, index_t end, index_t step) const {
+  const int a = wrap_axis("slice", axis);
+  const slice_bounds s = resolve_slice(shape_.e[a], begin, end, step);
+  if (!s.ok)
+    throw shape_error("slice", shape_,
+                      "cannot be sliced on axis " + std::to_string(axis) + " from " + std::to_string(begin) + " to " +
+                          (end == to_end ? std::string("end") : std::to_string(end)) + " by " + std::to_string(step));
+  any_tensor v = *this;
+  v.shape_.e[a] = slice_extent(s.begin, s.end, step);
+  v.offset_ += s.begin * strides_.e[a];
+  v.strides_.e[a] *= step;
+  return v;
+}
+
+KILN_RUNTIME any_tensor any_tensor::permute(const int* perm, int n) const {
+  if (n != shape_.rank) throw shape_error("permute", shape_, "needs one entry per axis in the permutation");
+  any_tensor v = *this;
+  bool seen[max_rank]{};
+  for (int i = 0; i < n; ++i) {
+    const int p = wrap_axis("permute", perm[i]);
+    if (seen[p]) throw shape_error("permute", shape_, "got a permutation that repeats an axis");
+    seen[p] = true;
+    v.shape_.e[i] = shape_.e[p];
+    v.strides_.e[i] = strides_.e[p];
+  }
+  return v;
+}
+
+KILN_RUNTIME any_tensor any_tensor::transpose(int a, int b) const {
+  a = wrap_axis("transpose", a);
+  b = wrap_axis("transpose", b);
+  any_tensor v = *this;
+  std::swap(v.shape_.e[a], v.shape_.e[b]);
+  std::swap(v.strides_.e[a], v.strides_.e[b]);
+  return v;
+}
+
+KILN_RUNTIME any_tensor any_tensor::reshape(dims to) const {
+  int infer = -1;
+  index_t known = 1;
+  for (int i = 0; i < to.rank; ++i) {
+    if (to.e[i] == dyn) {
+      if (infer >= 0) throw shape_error("reshape", shape_, to, "are incompatible: more than one inferred extent");
+      infer = i;
+    } else if (to.e[i] < 0) {
+      throw shape_error("reshape", shape_, to, "are incompatible: negative extent");
+    } else {
+      known *= to.e[i];
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0 || numel() % known != 0)
+      throw shape_error("reshape", shape_, to, "are incompatible: cannot infer the dynamic extent");
+    to.e[infer] = numel() / known;
+  }
+  if (to.numel() != numel()) throw shape_error("reshape", shape_, to, "have different element counts");
+  if (!is_contiguous()) throw shape_error("reshape", shape_, to, "need a contiguous source: call contiguous() first");
+  any_tensor v = *this;
+  v.shape_ = to;
+  v.strides_ = contiguous_strides(to);
+  return v;
+}
+
+KILN_RUNTIME any_tensor any_tensor::clone() const {
+  any_tensor r(dt_, shape_);
+  r.copy_from(*this);
+  return r;
+}
+
+KILN_RUNTIME void any_tensor::copy_from(const any_tensor& src) const {
+  if (!(src.shape_ == shape_)) throw shape_error("assign", shape_, src.shape_, "differ");
+  const bool same_view = src.bytes() == bytes() && src.strides_ == strides_;
+  const any_tensor s = src.shares_storage(*this) && !same_view ? src.clone() : src;
+  visit(dt_, [&]<dtype D>() {
+    visit(s.dt_, [&]<dtype S>() {
+      auto* out = reinterpret_cast<storage_t<D>*>(bytes());
+      const auto* in = reinterpret_cast<const storage_t<S>*>(s.bytes());
+      for_each_index(shape_, [&](const index_t* idx) {
+        if constexpr (D == S) out[offset_of(idx)] = in[s.offset_of(idx)];  // bits as they are
+        else out[offset_of(idx)] = convert<D>(in[s.offset_of(idx)]);
+      });
+    });
+  });
+}
+
+KILN_RUNTIME int any_tensor::wrap_axis(const char* op, int axis) const {
+  const int a = axis < 0 ? axis + shape_.rank : axis;
+  if (a < 0 || a >= shape_.rank) throw shape_error(op, shape_, "has no axis " + std::to_string(axis));
+  return a;
+}
+#endif  // KILN_DEFINE_RUNTIME
 
 }  // namespace kiln

@@ -17,12 +17,14 @@
 #include <array>
 #include <cstddef>
 #include <map>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "../core/error.hpp"
 #include "../core/expr_fwd.hpp"
@@ -151,6 +153,33 @@ constexpr bool distinct_names() {
 }
 }  // namespace detail
 
+namespace detail {
+/// A placeholder as data (name, kind, dtype, declared shape): what the code that binds and
+/// checks its tensors needs, so that code is compiled once, not once per placeholder type.
+struct slot_info {
+  std::string_view name;
+  op kind = op::input;
+  dtype dt = dtype::f32;
+  dims shape;
+};
+template <class P>
+inline constexpr slot_info slot_info_of{P::name.view(), P::make().o, P::dt, P::shape};
+
+/// "param 'w1'", for messages.
+KILN_RUNTIME std::string slot_what(const slot_info& s);
+/// Zero tensors of each slot's shape (left undefined where the shape has a dyn extent).
+KILN_RUNTIME void zero_slots(std::span<const slot_info> info, std::span<any_tensor* const> slots);
+/// Each slot's tensor from `by_name` (tensor_set's constructor from a state_dict): all are
+/// checked before any slot is written.
+KILN_RUNTIME void take_slots(const std::map<std::string, any_tensor>& by_name, std::span<const slot_info> info,
+                             std::span<any_tensor* const> slots);
+KILN_RUNTIME std::map<std::string, any_tensor> slots_by_name(std::span<const slot_info> info,
+                                                             std::span<any_tensor* const> slots);
+/// The slot named `name`, or nullptr.
+KILN_RUNTIME any_tensor* slot_named(std::span<const slot_info> info, std::span<any_tensor* const> slots,
+                                    std::string_view name);
+}  // namespace detail
+
 /// One tensor for each placeholder type of the tuple Ps, reached by type: a model's parameters
 /// (nn::param_set), an optimizer's states. Usable as one argument of eval, compile and the
 /// trainer. Tensors are handles: copying a set, or converting it to or from tensors by name,
@@ -179,28 +208,11 @@ class tensor_set<std::tuple<P...>> : public typed_feeds_base {
   }
 
   /// Zero tensors of each placeholder's shape (undefined where the shape has a dyn extent).
-  tensor_set() : t_{zeros<P>()...} {}
+  tensor_set() { detail::zero_slots(info, slots()); }
 
   /// The tensors of `by_name` under each placeholder's name, sharing their storage: each must
   /// have its placeholder's dtype and shape, and every name must be a placeholder's.
-  explicit tensor_set(const std::map<std::string, any_tensor>& by_name) {
-    std::size_t found = 0;
-    const auto take = [&]<class Q>(std::type_identity<Q>, tensor_type<Q>& slot) {
-      const std::string name(Q::name.view());
-      const auto it = by_name.find(name);
-      if (it == by_name.end()) throw std::invalid_argument("kiln: no tensor for " + what<Q>());
-      const any_tensor& t = it->second;
-      if (!t.defined()) throw std::invalid_argument("kiln: the tensor for " + what<Q>() + " is undefined");
-      if (t.dt() != Q::dt) throw dtype_error(what<Q>(), Q::dt, t.dt());
-      if (!fits(Q::shape, t.shape())) throw shape_error(what<Q>(), Q::shape, t.shape(), "differ (declared, given)");
-      slot = tensor_type<Q>(t);
-      ++found;
-    };
-    (take(std::type_identity<P>{}, get<P>()), ...);
-    if (found != by_name.size())
-      for (const auto& [name, t] : by_name)
-        if (!has(name)) throw std::invalid_argument("kiln: '" + name + "' is not the name of a placeholder of the set");
-  }
+  explicit tensor_set(const std::map<std::string, any_tensor>& by_name) { detail::take_slots(by_name, info, slots()); }
 
   /// The tensor of placeholder Q (a compile error names Q if it is not in the set).
   template <class Q>
@@ -215,21 +227,19 @@ class tensor_set<std::tuple<P...>> : public typed_feeds_base {
   }
 
   /// Whether a placeholder of the set has this run-time name.
-  static bool has(std::string_view name) { return ((P::name.view() == name) || ...); }
+  static bool has(std::string_view name) {
+    for (const detail::slot_info& i : info)
+      if (i.name == name) return true;
+    return false;
+  }
   /// The tensor under a run-time name (a checkpoint's key); throws std::out_of_range.
   const any_tensor& at(std::string_view name) const {
-    const any_tensor* r = nullptr;
-    ((P::name.view() == name ? (r = &get<P>().any(), 0) : 0), ...);
-    if (!r) throw std::out_of_range("kiln: tensor_set: no placeholder named '" + std::string(name) + "'");
-    return *r;
+    if (const any_tensor* r = detail::slot_named(info, slots(), name)) return *r;
+    throw std::out_of_range("kiln: tensor_set: no placeholder named '" + std::string(name) + "'");
   }
 
   /// The tensors by name (a state_dict, what safetensors files hold), sharing storage.
-  std::map<std::string, any_tensor> by_name() const {
-    std::map<std::string, any_tensor> m;
-    ((m[std::string(P::name.view())] = get<P>().any()), ...);
-    return m;
-  }
+  std::map<std::string, any_tensor> by_name() const { return detail::slots_by_name(info, slots()); }
   operator std::map<std::string, any_tensor>() const { return by_name(); }  // NOLINT: a state_dict where one is wanted
 
   /// Calls f(std::type_identity<Q>{}, tensor) for each placeholder Q, in order.
@@ -244,31 +254,82 @@ class tensor_set<std::tuple<P...>> : public typed_feeds_base {
   }
 
  private:
+  static constexpr std::array<detail::slot_info, sizeof...(P)> info{detail::slot_info_of<P>...};
+
+  /// The typed tensors' handles, for the code that does not depend on the placeholder types
+  /// (each typed tensor is its handle; the set owns them, so writing through one is sound).
+  std::array<any_tensor*, sizeof...(P)> slots() const {
+    return std::apply(
+        [](const tensor_type<P>&... t) {
+          return std::array<any_tensor*, sizeof...(P)>{const_cast<any_tensor*>(&t.any())...};
+        },
+        t_);
+  }
+
   template <class Q>
   static tensor_type<Q>& not_in_set() {
     (void)error::not_in_this_set<Q::make().o, error::named_t<Q::name>, false>::value;
     static tensor_type<Q> none;
     return none;
   }
-  template <class Q>
-  static tensor_type<Q> zeros() {
-    for (int i = 0; i < Q::shape.rank; ++i)
-      if (Q::shape.e[i] == dyn) return {};
-    typename tensor_type<Q>::extents e{};
-    for (int i = 0; i < Q::shape.rank; ++i) e[static_cast<std::size_t>(i)] = Q::shape.e[i];
-    return tensor_type<Q>(e);
-  }
-  static bool fits(const dims& declared, const dims& got) {
-    bool ok = declared.rank == got.rank;
-    for (int i = 0; ok && i < declared.rank; ++i) ok = declared.e[i] == dyn || declared.e[i] == got.e[i];
-    return ok;
-  }
-  template <class Q>
-  static std::string what() {
-    return std::string(name(Q::make().o)) + " '" + std::string(Q::name.view()) + "'";
-  }
 
   std::tuple<tensor_type<P>...> t_;
 };
+
+#if KILN_DEFINE_RUNTIME
+namespace detail {
+KILN_RUNTIME std::string slot_what(const slot_info& s) {
+  std::string w(name(s.kind));
+  w += " '";
+  w += s.name;
+  w += "'";
+  return w;
+}
+
+KILN_RUNTIME void zero_slots(std::span<const slot_info> info, std::span<any_tensor* const> slots) {
+  for (std::size_t i = 0; i < info.size(); ++i) {
+    bool known = true;
+    for (int a = 0; a < info[i].shape.rank; ++a) known = known && info[i].shape.e[a] != dyn;
+    if (known) *slots[i] = any_tensor(info[i].dt, info[i].shape);
+  }
+}
+
+KILN_RUNTIME void take_slots(const std::map<std::string, any_tensor>& by_name, std::span<const slot_info> info,
+                             std::span<any_tensor* const> slots) {
+  std::vector<const any_tensor*> found(info.size());
+  for (std::size_t i = 0; i < info.size(); ++i) {
+    const slot_info& s = info[i];
+    const auto it = by_name.find(std::string(s.name));
+    if (it == by_name.end()) throw std::invalid_argument("kiln: no tensor for " + slot_what(s));
+    const any_tensor& t = it->second;
+    if (!t.defined()) throw std::invalid_argument("kiln: the tensor for " + slot_what(s) + " is undefined");
+    if (t.dt() != s.dt) throw dtype_error(slot_what(s), s.dt, t.dt());
+    bool fits = s.shape.rank == t.shape().rank;
+    for (int a = 0; fits && a < s.shape.rank; ++a) fits = s.shape.e[a] == dyn || s.shape.e[a] == t.shape().e[a];
+    if (!fits) throw shape_error(slot_what(s), s.shape, t.shape(), "differ (declared, given)");
+    found[i] = &t;
+  }
+  if (by_name.size() != info.size())
+    for (const auto& [key, t] : by_name)
+      if (!slot_named(info, slots, key))
+        throw std::invalid_argument("kiln: '" + key + "' is not the name of a placeholder of the set");
+  for (std::size_t i = 0; i < info.size(); ++i) *slots[i] = *found[i];
+}
+
+KILN_RUNTIME std::map<std::string, any_tensor> slots_by_name(std::span<const slot_info> info,
+                                                             std::span<any_tensor* const> slots) {
+  std::map<std::string, any_tensor> m;
+  for (std::size_t i = 0; i < info.size(); ++i) m[std::string(info[i].name)] = *slots[i];
+  return m;
+}
+
+KILN_RUNTIME any_tensor* slot_named(std::span<const slot_info> info, std::span<any_tensor* const> slots,
+                                    std::string_view name) {
+  for (std::size_t i = 0; i < info.size(); ++i)
+    if (info[i].name == name) return slots[i];
+  return nullptr;
+}
+}  // namespace detail
+#endif  // KILN_DEFINE_RUNTIME
 
 }  // namespace kiln

@@ -22,6 +22,8 @@
 #include <utility>
 #include <vector>
 
+#include "../core/config.hpp"
+
 namespace kiln::io {
 
 /// Thrown when a file's contents are wrong: truncated, corrupted, not the format, or not what
@@ -31,8 +33,7 @@ namespace kiln::io {
 /// std::filesystem::filesystem_error instead; both are std::runtime_errors.
 class format_error : public std::runtime_error {
  public:
-  format_error(const std::string& file, const std::string& what)
-      : std::runtime_error("kiln: " + file + ": " + what), file_(file), reason_(what) {}
+  KILN_RUNTIME format_error(const std::string& file, const std::string& what);
   /// The file (or the name given to an in-memory buffer).
   const std::string& file() const noexcept { return file_; }
   /// What is wrong, without the file name.
@@ -46,45 +47,15 @@ namespace detail {
 
 /// `name` in single quotes for an error message, with control characters and quotes escaped
 /// (names come from files and may contain anything).
-inline std::string quote_name(std::string_view name) {
-  std::string out = "'";
-  const char* hex = "0123456789abcdef";
-  for (const char c : name) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f || c == '\'' || c == '\\') {
-      out += "\\x";
-      out += hex[u >> 4];
-      out += hex[u & 15];
-    } else {
-      out += c;
-    }
-  }
-  return out + "'";
-}
+KILN_RUNTIME std::string quote_name(std::string_view name);
 
-[[noreturn]] inline void throw_errno(const std::string& what, const std::filesystem::path& p, int err) {
-  throw std::filesystem::filesystem_error("kiln: " + what, p, std::error_code(err, std::generic_category()));
-}
+/// Throws the filesystem_error of a failed system call (err: its errno).
+[[noreturn]] KILN_RUNTIME void throw_errno(const std::string& what, const std::filesystem::path& p, int err);
 
 /// A file opened for reading, with its size; closes itself.
 class input_file {
  public:
-  explicit input_file(const std::filesystem::path& p) : path_(p), name_(p.string()) {
-    do fd_ = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-    while (fd_ < 0 && errno == EINTR);
-    if (fd_ < 0) throw_errno("cannot open the file for reading", p, errno);
-    struct stat st {};
-    if (::fstat(fd_, &st) != 0) {
-      const int err = errno;
-      ::close(fd_);
-      throw_errno("cannot stat the file", p, err);
-    }
-    if (!S_ISREG(st.st_mode)) {
-      ::close(fd_);
-      throw_errno("not a regular file", p, S_ISDIR(st.st_mode) ? EISDIR : EINVAL);
-    }
-    size_ = static_cast<std::uint64_t>(st.st_size);
-  }
+  KILN_RUNTIME explicit input_file(const std::filesystem::path& p);
   input_file(const input_file&) = delete;
   input_file& operator=(const input_file&) = delete;
   ~input_file() { ::close(fd_); }
@@ -94,23 +65,7 @@ class input_file {
 
   /// Reads exactly n bytes at `offset`; a short read means the file shrank after it was
   /// checked, which is a format_error like any other truncation.
-  void read(std::uint64_t offset, void* dst, std::size_t n) const {
-    auto* out = static_cast<unsigned char*>(dst);
-    while (n > 0) {
-      const std::size_t chunk = n < (std::size_t{1} << 30) ? n : (std::size_t{1} << 30);
-      const ssize_t got = ::pread(fd_, out, chunk, static_cast<off_t>(offset));
-      if (got < 0) {
-        if (errno == EINTR) continue;
-        throw_errno("read failed", path_, errno);
-      }
-      if (got == 0)
-        throw format_error(name_, "the file ended at byte " + std::to_string(offset) +
-                                      " while reading (was it truncated while being read?)");
-      out += got;
-      offset += static_cast<std::uint64_t>(got);
-      n -= static_cast<std::size_t>(got);
-    }
-  }
+  KILN_RUNTIME void read(std::uint64_t offset, void* dst, std::size_t n) const;
 
   std::vector<std::byte> read_all() const {
     std::vector<std::byte> v(static_cast<std::size_t>(size_));
@@ -131,18 +86,7 @@ class input_file {
 /// one, never a partial write.
 class atomic_output_file {
  public:
-  explicit atomic_output_file(const std::filesystem::path& dest) : dest_(dest) {
-    if (dest.filename().empty() || dest.filename() == "." || dest.filename() == "..")
-      throw std::invalid_argument("kiln: cannot write to " + dest.string() + ": it names no file");
-    static std::atomic<unsigned> counter{0};
-    const std::filesystem::path dir = dest.parent_path();
-    tmp_ = (dir.empty() ? std::filesystem::path(".") : dir) /
-           ("." + dest.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" +
-            std::to_string(counter.fetch_add(1)));
-    do fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    while (fd_ < 0 && errno == EINTR);
-    if (fd_ < 0) throw_errno("cannot create a temporary file to write " + dest.string(), tmp_, errno);
-  }
+  KILN_RUNTIME explicit atomic_output_file(const std::filesystem::path& dest);
   atomic_output_file(const atomic_output_file&) = delete;
   atomic_output_file& operator=(const atomic_output_file&) = delete;
   ~atomic_output_file() {
@@ -150,35 +94,11 @@ class atomic_output_file {
     if (!committed_) ::unlink(tmp_.c_str());
   }
 
-  void write(const void* src, std::size_t n) {
-    const auto* in = static_cast<const unsigned char*>(src);
-    while (n > 0) {
-      const std::size_t chunk = n < (std::size_t{1} << 30) ? n : (std::size_t{1} << 30);
-      const ssize_t put = ::write(fd_, in, chunk);
-      if (put < 0) {
-        if (errno == EINTR) continue;
-        throw_errno("write failed", tmp_, errno);
-      }
-      in += put;
-      n -= static_cast<std::size_t>(put);
-    }
-  }
+  KILN_RUNTIME void write(const void* src, std::size_t n);
 
   /// fsync, close, rename over the destination, then fsync the directory so that the rename
   /// itself is durable (best effort: once renamed, the new file is in place either way).
-  void commit() {
-    if (::fsync(fd_) != 0) throw_errno("fsync failed", tmp_, errno);
-    const int fd = std::exchange(fd_, -1);
-    if (::close(fd) != 0) throw_errno("close failed", tmp_, errno);
-    if (::rename(tmp_.c_str(), dest_.c_str()) != 0) throw_errno("cannot rename the temporary file over", dest_, errno);
-    committed_ = true;
-    const std::filesystem::path dir = dest_.parent_path().empty() ? std::filesystem::path(".") : dest_.parent_path();
-    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-      (void)::fsync(dfd);
-      ::close(dfd);
-    }
-  }
+  KILN_RUNTIME void commit();
 
  private:
   std::filesystem::path dest_, tmp_;
@@ -187,4 +107,110 @@ class atomic_output_file {
 };
 
 }  // namespace detail
+
+#if KILN_DEFINE_RUNTIME
+KILN_RUNTIME format_error::format_error(const std::string& file, const std::string& what)
+    : std::runtime_error("kiln: " + file + ": " + what), file_(file), reason_(what) {}
+
+namespace detail {
+
+KILN_RUNTIME std::string quote_name(std::string_view name) {
+  std::string out = "'";
+  const char* hex = "0123456789abcdef";
+  for (const char c : name) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f || c == '\'' || c == '\\') {
+      out += "\\x";
+      out += hex[u >> 4];
+      out += hex[u & 15];
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+[[noreturn]] KILN_RUNTIME void throw_errno(const std::string& what, const std::filesystem::path& p, int err) {
+  throw std::filesystem::filesystem_error("kiln: " + what, p, std::error_code(err, std::generic_category()));
+}
+
+KILN_RUNTIME input_file::input_file(const std::filesystem::path& p) : path_(p), name_(p.string()) {
+  do fd_ = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  while (fd_ < 0 && errno == EINTR);
+  if (fd_ < 0) throw_errno("cannot open the file for reading", p, errno);
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) {
+    const int err = errno;
+    ::close(fd_);
+    throw_errno("cannot stat the file", p, err);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd_);
+    throw_errno("not a regular file", p, S_ISDIR(st.st_mode) ? EISDIR : EINVAL);
+  }
+  size_ = static_cast<std::uint64_t>(st.st_size);
+}
+
+KILN_RUNTIME void input_file::read(std::uint64_t offset, void* dst, std::size_t n) const {
+  auto* out = static_cast<unsigned char*>(dst);
+  while (n > 0) {
+    const std::size_t chunk = n < (std::size_t{1} << 30) ? n : (std::size_t{1} << 30);
+    const ssize_t got = ::pread(fd_, out, chunk, static_cast<off_t>(offset));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      throw_errno("read failed", path_, errno);
+    }
+    if (got == 0)
+      throw format_error(name_, "the file ended at byte " + std::to_string(offset) +
+                                    " while reading (was it truncated while being read?)");
+    out += got;
+    offset += static_cast<std::uint64_t>(got);
+    n -= static_cast<std::size_t>(got);
+  }
+}
+
+KILN_RUNTIME atomic_output_file::atomic_output_file(const std::filesystem::path& dest) : dest_(dest) {
+  if (dest.filename().empty() || dest.filename() == "." || dest.filename() == "..")
+    throw std::invalid_argument("kiln: cannot write to " + dest.string() + ": it names no file");
+  static std::atomic<unsigned> counter{0};
+  const std::filesystem::path dir = dest.parent_path();
+  tmp_ = (dir.empty() ? std::filesystem::path(".") : dir) /
+         ("." + dest.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" +
+          std::to_string(counter.fetch_add(1)));
+  do fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  while (fd_ < 0 && errno == EINTR);
+  if (fd_ < 0) throw_errno("cannot create a temporary file to write " + dest.string(), tmp_, errno);
+}
+
+KILN_RUNTIME void atomic_output_file::write(const void* src, std::size_t n) {
+  const auto* in = static_cast<const unsigned char*>(src);
+  while (n > 0) {
+    const std::size_t chunk = n < (std::size_t{1} << 30) ? n : (std::size_t{1} << 30);
+    const ssize_t put = ::write(fd_, in, chunk);
+    if (put < 0) {
+      if (errno == EINTR) continue;
+      throw_errno("write failed", tmp_, errno);
+    }
+    in += put;
+    n -= static_cast<std::size_t>(put);
+  }
+}
+
+KILN_RUNTIME void atomic_output_file::commit() {
+  if (::fsync(fd_) != 0) throw_errno("fsync failed", tmp_, errno);
+  const int fd = std::exchange(fd_, -1);
+  if (::close(fd) != 0) throw_errno("close failed", tmp_, errno);
+  if (::rename(tmp_.c_str(), dest_.c_str()) != 0) throw_errno("cannot rename the temporary file over", dest_, errno);
+  committed_ = true;
+  const std::filesystem::path dir = dest_.parent_path().empty() ? std::filesystem::path(".") : dest_.parent_path();
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    (void)::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+}  // namespace detail
+#endif  // KILN_DEFINE_RUNTIME
+
 }  // namespace kiln::io

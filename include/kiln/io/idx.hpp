@@ -26,6 +26,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../core/config.hpp"
 #include "../core/tensor.hpp"
 #include "file.hpp"
 
@@ -103,7 +104,23 @@ void idx_convert(const std::byte* in, std::size_t n, storage_t<D>* out, double s
 }  // namespace detail
 
 /// Reads and checks the magic number and extents of an (uncompressed) IDX buffer.
-inline idx_header parse_idx_header(std::span<const std::byte> b, const std::string& name = "<memory>") {
+KILN_RUNTIME idx_header parse_idx_header(std::span<const std::byte> b, const std::string& name = "<memory>");
+
+namespace detail {
+/// The tensor of an uncompressed IDX buffer (options already checked).
+KILN_RUNTIME any_tensor idx_to_tensor(std::span<const std::byte> b, const idx_options& opt, const std::string& name);
+}  // namespace detail
+
+/// Reads an IDX buffer (a whole file, gzip-compressed if opt.inflate is set) into a new
+/// contiguous tensor of dtype opt.to. `name` labels errors.
+KILN_RUNTIME any_tensor parse_idx(std::span<const std::byte> b, const idx_options& opt = {},
+                                 const std::string& name = "<memory>");
+
+/// Reads an IDX file (see parse_idx).
+KILN_RUNTIME any_tensor read_idx(const std::filesystem::path& path, const idx_options& opt = {});
+
+#if KILN_DEFINE_RUNTIME
+KILN_RUNTIME idx_header parse_idx_header(std::span<const std::byte> b, const std::string& name) {
   if (b.size() < 4)
     throw format_error(name, "the file has " + std::to_string(b.size()) + " bytes, too few for the 4-byte IDX magic number");
   const auto byte = [&](std::size_t i) { return std::to_integer<unsigned>(b[i]); };
@@ -154,8 +171,7 @@ inline idx_header parse_idx_header(std::span<const std::byte> b, const std::stri
 }
 
 namespace detail {
-/// The tensor of an uncompressed IDX buffer (options already checked).
-inline any_tensor idx_to_tensor(std::span<const std::byte> b, const idx_options& opt, const std::string& name) {
+KILN_RUNTIME any_tensor idx_to_tensor(std::span<const std::byte> b, const idx_options& opt, const std::string& name) {
   const idx_header h = parse_idx_header(b, name);
   if (!is_floating(opt.to) && (h.type == idx_type::f32 || h.type == idx_type::f64))
     throw format_error(name, std::string("holds ") + detail::idx_type_name(h.type) + " data, which cannot be read as " +
@@ -180,9 +196,7 @@ inline any_tensor idx_to_tensor(std::span<const std::byte> b, const idx_options&
 }
 }  // namespace detail
 
-/// Reads an IDX buffer (a whole file, gzip-compressed if opt.inflate is set) into a new
-/// contiguous tensor of dtype opt.to. `name` labels errors.
-inline any_tensor parse_idx(std::span<const std::byte> b, const idx_options& opt = {}, const std::string& name = "<memory>") {
+KILN_RUNTIME any_tensor parse_idx(std::span<const std::byte> b, const idx_options& opt, const std::string& name) {
   if (opt.to == dtype::boolean) throw std::invalid_argument("kiln: read_idx: cannot convert to bool");
   if (!is_floating(opt.to) && opt.scale != 1)
     throw std::invalid_argument("kiln: read_idx: scale must be 1 when converting to an integer dtype");
@@ -195,10 +209,10 @@ inline any_tensor parse_idx(std::span<const std::byte> b, const idx_options& opt
   return detail::idx_to_tensor(b, opt, name);
 }
 
-/// Reads an IDX file (see parse_idx).
-inline any_tensor read_idx(const std::filesystem::path& path, const idx_options& opt = {}) {
+KILN_RUNTIME any_tensor read_idx(const std::filesystem::path& path, const idx_options& opt) {
   const detail::input_file f(path);
   return parse_idx(f.read_all(), opt, f.name());
 }
+#endif  // KILN_DEFINE_RUNTIME
 
 }  // namespace kiln::io

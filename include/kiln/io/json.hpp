@@ -17,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include "../core/config.hpp"
+
 namespace kiln::io::json {
 
 enum class kind : std::uint8_t { null, boolean, integer, number, string, array, object };
@@ -42,8 +44,7 @@ struct value {
 /// A syntax error at byte `offset` of the parsed text.
 class parse_error : public std::runtime_error {
  public:
-  parse_error(std::size_t offset, const std::string& what)
-      : std::runtime_error("byte " + std::to_string(offset) + ": " + what), offset_(offset) {}
+  KILN_RUNTIME parse_error(std::size_t offset, const std::string& what);
   std::size_t offset() const noexcept { return offset_; }
 
  private:
@@ -53,33 +54,7 @@ class parse_error : public std::runtime_error {
 /// Whether `s` is well-formed UTF-8 (no overlong forms, no surrogates, nothing above U+10FFFF),
 /// as Rust's str::from_utf8 requires of a safetensors header. Returns the offset of the first bad
 /// byte, or s.size() if all is well.
-inline std::size_t first_invalid_utf8(std::string_view s) {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const std::size_t n = s.size();
-  std::size_t i = 0;
-  while (i < n) {
-    const unsigned c = p[i];
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    std::size_t len;
-    unsigned lo = 0x80, hi = 0xbf;  // allowed range of the second byte
-    if (c >= 0xc2 && c <= 0xdf) len = 2;
-    else if (c == 0xe0) len = 3, lo = 0xa0;
-    else if (c == 0xed) len = 3, hi = 0x9f;  // excludes surrogates U+D800..U+DFFF
-    else if (c >= 0xe1 && c <= 0xef) len = 3;
-    else if (c == 0xf0) len = 4, lo = 0x90;
-    else if (c == 0xf4) len = 4, hi = 0x8f;  // nothing above U+10FFFF
-    else if (c >= 0xf1 && c <= 0xf3) len = 4;
-    else return i;
-    if (n - i < len || p[i + 1] < lo || p[i + 1] > hi) return i;
-    for (std::size_t k = 2; k < len; ++k)
-      if (p[i + k] < 0x80 || p[i + k] > 0xbf) return i;
-    i += len;
-  }
-  return n;
-}
+KILN_RUNTIME std::size_t first_invalid_utf8(std::string_view s);
 inline bool valid_utf8(std::string_view s) { return first_invalid_utf8(s) == s.size(); }
 
 namespace detail {
@@ -324,11 +299,47 @@ class parser {
 }  // namespace detail
 
 /// Parses one JSON document (surrounding whitespace allowed). Throws parse_error.
-inline value parse(std::string_view text, int max_depth = 64) { return detail::parser(text, max_depth).document(); }
+KILN_RUNTIME value parse(std::string_view text, int max_depth = 64);
 
 /// Appends `s` to `out` as a JSON string literal. `s` must be valid UTF-8; control characters
 /// are escaped, everything else above 0x7f is written as is (as serde_json does).
-inline void append_quoted(std::string& out, std::string_view s) {
+KILN_RUNTIME void append_quoted(std::string& out, std::string_view s);
+
+#if KILN_DEFINE_RUNTIME
+KILN_RUNTIME parse_error::parse_error(std::size_t offset, const std::string& what)
+    : std::runtime_error("byte " + std::to_string(offset) + ": " + what), offset_(offset) {}
+
+KILN_RUNTIME std::size_t first_invalid_utf8(std::string_view s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const std::size_t n = s.size();
+  std::size_t i = 0;
+  while (i < n) {
+    const unsigned c = p[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    std::size_t len;
+    unsigned lo = 0x80, hi = 0xbf;  // allowed range of the second byte
+    if (c >= 0xc2 && c <= 0xdf) len = 2;
+    else if (c == 0xe0) len = 3, lo = 0xa0;
+    else if (c == 0xed) len = 3, hi = 0x9f;  // excludes surrogates U+D800..U+DFFF
+    else if (c >= 0xe1 && c <= 0xef) len = 3;
+    else if (c == 0xf0) len = 4, lo = 0x90;
+    else if (c == 0xf4) len = 4, hi = 0x8f;  // nothing above U+10FFFF
+    else if (c >= 0xf1 && c <= 0xf3) len = 4;
+    else return i;
+    if (n - i < len || p[i + 1] < lo || p[i + 1] > hi) return i;
+    for (std::size_t k = 2; k < len; ++k)
+      if (p[i + k] < 0x80 || p[i + k] > 0xbf) return i;
+    i += len;
+  }
+  return n;
+}
+
+KILN_RUNTIME value parse(std::string_view text, int max_depth) { return detail::parser(text, max_depth).document(); }
+
+KILN_RUNTIME void append_quoted(std::string& out, std::string_view s) {
   out += '"';
   for (const char c : s) {
     const auto u = static_cast<unsigned char>(c);
@@ -353,5 +364,6 @@ inline void append_quoted(std::string& out, std::string_view s) {
   }
   out += '"';
 }
+#endif  // KILN_DEFINE_RUNTIME
 
 }  // namespace kiln::io::json

@@ -44,6 +44,7 @@
 #include <utility>
 #include <vector>
 
+#include "../core/config.hpp"
 #include "../core/tensor.hpp"
 #include "file.hpp"
 #include "json.hpp"
@@ -158,47 +159,7 @@ struct memory_source {
 inline std::uint64_t to_u64(const json::value& v) { return v.magnitude; }
 
 /// Checks one tensor entry of the header and fills `t` (name already set).
-inline void parse_entry(const json::value& v, tensor_info& t, const std::string& file) {
-  const std::string who = "tensor " + quote_name(t.name);
-  if (v.k != json::kind::object)
-    throw format_error(file, who + ": its header entry must be an object with dtype, shape and data_offsets");
-  // Unknown fields are ignored, as the reference implementation's serde derive does.
-  const json::value* d = v.find("dtype");
-  const json::value* s = v.find("shape");
-  const json::value* o = v.find("data_offsets");
-  if (!d || !s || !o)
-    throw format_error(file, who + ": its header entry has no \"" +
-                                 std::string(!d ? "dtype" : !s ? "shape" : "data_offsets") + "\"");
-  if (d->k != json::kind::string) throw format_error(file, who + ": \"dtype\" must be a string");
-  t.dtype_name = d->s;
-  const st_dtype* sd = find_st_dtype(d->s);
-  if (!sd) throw format_error(file, who + " has an unknown dtype " + quote_name(d->s));
-  if (sd->bytes == 0) throw format_error(file, cannot_load(t));
-  if (sd->loadable) t.dt = sd->dt;
-
-  if (s->k != json::kind::array) throw format_error(file, who + ": \"shape\" must be an array of non-negative integers");
-  if (s->items.size() > static_cast<std::size_t>(max_rank))
-    throw format_error(file, who + " has rank " + std::to_string(s->items.size()) + "; kiln supports at most " +
-                                 std::to_string(max_rank));
-  t.shape.rank = static_cast<int>(s->items.size());
-  // The product of the non-zero extents must fit kiln's index type, so that no partial product
-  // (element counts, strides) can overflow; a zero extent makes the byte count 0.
-  constexpr auto index_max = static_cast<std::uint64_t>(std::numeric_limits<index_t>::max());
-  std::uint64_t nonzero = 1;
-  for (std::size_t i = 0; i < s->items.size(); ++i) {
-    const json::value& e = s->items[i];
-    if (!e.is_unsigned()) throw format_error(file, who + ": \"shape\" must be an array of non-negative integers");
-    const std::uint64_t x = to_u64(e);
-    if (x > index_max || (x != 0 && nonzero > index_max / x))
-      throw format_error(file, who + " has a shape too large for kiln (its element count overflows)");
-    if (x) nonzero *= x;
-    t.shape.e[i] = static_cast<index_t>(x);
-  }
-  if (o->k != json::kind::array || o->items.size() != 2 || !o->items[0].is_unsigned() || !o->items[1].is_unsigned())
-    throw format_error(file, who + ": \"data_offsets\" must be an array of two non-negative integers");
-  t.begin = to_u64(o->items[0]);
-  t.end = to_u64(o->items[1]);
-}
+KILN_RUNTIME void parse_entry(const json::value& v, tensor_info& t, const std::string& file);
 
 inline std::string offsets(const tensor_info& t) {
   std::string s = "[";  // appended piecewise: "[" + std::string warns falsely in g++ 12 (PR105651)
@@ -210,70 +171,7 @@ inline std::string offsets(const tensor_info& t) {
 
 /// Parses and validates a header (the N bytes after the length), given how many bytes of data
 /// follow it.
-inline safetensors_header parse_header(std::string_view text, std::uint64_t data_size, const std::string& file) {
-  if (text.empty() || text.front() != '{')
-    throw format_error(file, "the header must be a JSON object and start with '{'");
-  if (const std::size_t bad = json::first_invalid_utf8(text); bad != text.size())
-    throw format_error(file, "the header is not valid UTF-8 (byte " + std::to_string(bad) + " of the header)");
-  json::value root;
-  try {
-    root = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw format_error(file, std::string("the header is not valid JSON: ") + e.what());
-  }
-  safetensors_header h;
-  h.data_start = 8 + text.size();
-  h.tensors.reserve(root.keys.size());
-  for (std::size_t i = 0; i < root.keys.size(); ++i) {
-    const json::value& v = root.items[i];
-    if (root.keys[i] == "__metadata__") {
-      if (v.k == json::kind::null) continue;
-      if (v.k != json::kind::object) throw format_error(file, "\"__metadata__\" must be an object of strings");
-      for (std::size_t j = 0; j < v.keys.size(); ++j) {
-        if (v.items[j].k != json::kind::string)
-          throw format_error(file, "\"__metadata__\" must be an object of strings; the value of " +
-                                       quote_name(v.keys[j]) + " is not a string");
-        h.metadata.emplace(v.keys[j], v.items[j].s);
-      }
-      continue;
-    }
-    tensor_info t;
-    t.name = root.keys[i];
-    parse_entry(v, t, file);
-    h.tensors.push_back(std::move(t));
-  }
-  // As the reference implementation: order by offsets, then they must tile [0, data_size).
-  std::stable_sort(h.tensors.begin(), h.tensors.end(), [](const tensor_info& a, const tensor_info& b) {
-    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-  });
-  std::uint64_t at = 0;
-  for (std::size_t i = 0; i < h.tensors.size(); ++i) {
-    const tensor_info& t = h.tensors[i];
-    const std::string who = "tensor " + quote_name(t.name);
-    if (t.end < t.begin) throw format_error(file, who + " has data_offsets " + offsets(t) + " that end before they start");
-    if (t.end > data_size)
-      throw format_error(file, "header points outside the file: " + who + " has data_offsets " + offsets(t) +
-                                   " but the file holds " + std::to_string(data_size) + " bytes of tensor data");
-    const std::uint64_t count = static_cast<std::uint64_t>(t.shape.numel());
-    const std::uint64_t size = find_st_dtype(t.dtype_name)->bytes;
-    const bool fits = count <= std::numeric_limits<std::uint64_t>::max() / size;
-    if (!fits || count * size != t.end - t.begin)
-      throw format_error(file, who + " has " + std::to_string(t.end - t.begin) + " bytes, shape " +
-                                   to_string(t.shape) + " of " + t.dtype_name + " needs " +
-                                   (fits ? std::to_string(count * size) : std::string("more than 2^64")));
-    if (t.begin < at)
-      throw format_error(file, who + " (data_offsets " + offsets(t) + ") overlaps tensor " +
-                                   quote_name(h.tensors[i - 1].name) + " (data_offsets " + offsets(h.tensors[i - 1]) + ")");
-    if (t.begin > at)
-      throw format_error(file, "bytes [" + std::to_string(at) + ", " + std::to_string(t.begin) +
-                                   ") of the tensor data belong to no tensor (a gap before " + who + ")");
-    at = t.end;
-  }
-  if (at != data_size)
-    throw format_error(file, "the tensors cover " + std::to_string(at) + " bytes but the file holds " +
-                                 std::to_string(data_size) + " bytes of tensor data (trailing bytes after the last tensor)");
-  return h;
-}
+KILN_RUNTIME safetensors_header parse_header(std::string_view text, std::uint64_t data_size, const std::string& file);
 
 template <class Source>
 safetensors_header read_header(const Source& src) {
@@ -330,18 +228,7 @@ safetensors_file load_all(const Source& src) {
 /// Copies src's elements into dst bit for bit (same dtype and shape, no aliasing), through
 /// both views' strides. any_tensor::copy_from converts through compute types, and bf16 -> float
 /// -> bf16 quiets signalling NaNs: a checkpoint must keep every bit.
-inline void copy_bits(const any_tensor& dst, const any_tensor& src) {
-  const std::size_t size = size_of(src.dt());
-  if (dst.is_contiguous() && src.is_contiguous()) {
-    const auto n = static_cast<std::size_t>(src.numel()) * size;
-    if (n) std::memcpy(dst.bytes(), src.bytes(), n);
-    return;
-  }
-  const auto step = static_cast<index_t>(size);
-  for_each_index(src.shape(), [&](const index_t* idx) {
-    std::memcpy(dst.bytes() + dst.offset_of(idx) * step, src.bytes() + src.offset_of(idx) * step, size);
-  });
-}
+KILN_RUNTIME void copy_bits(const any_tensor& dst, const any_tensor& src);
 
 inline std::string describe(std::string_view dt, const dims& shape) {
   return std::string(dt) + " " + to_string(shape);
@@ -403,7 +290,198 @@ struct prepared {
   std::vector<std::pair<const std::string*, const any_tensor*>> order;
 };
 
-inline prepared prepare(const tensor_map& tensors, const metadata_map& metadata) {
+/// The header and order of the tensors of a file; throws std::invalid_argument for what
+/// save_safetensors refuses.
+KILN_RUNTIME prepared prepare(const tensor_map& tensors, const metadata_map& metadata);
+
+/// Writes the whole file through sink(const void*, size_t).
+template <class Sink>
+void write_file(const prepared& p, Sink&& sink) {
+  unsigned char len[8];
+  std::uint64_t n = p.header.size();
+  for (int i = 0; i < 8; ++i, n >>= 8) len[i] = static_cast<unsigned char>(n & 0xff);
+  sink(len, 8);
+  sink(p.header.data(), p.header.size());
+  for (const auto& [name, t] : p.order) {
+    any_tensor c = *t;
+    if (!c.is_contiguous()) {  // one tensor at a time: at most one copy in memory
+      c = any_tensor(t->dt(), t->shape());
+      copy_bits(c, *t);
+    }
+    const auto bytes = static_cast<std::size_t>(c.numel()) * size_of(c.dt());
+    if (bytes) sink(c.bytes(), bytes);
+  }
+}
+
+}  // namespace detail
+
+// ---- reading ---------------------------------------------------------------------------------
+
+/// Reads and validates a file's header only (no tensor data): names, dtypes, shapes, metadata.
+KILN_RUNTIME safetensors_header read_safetensors_header(const std::filesystem::path& path);
+
+/// Loads every tensor and the metadata. Throws format_error if the file is malformed or holds
+/// a dtype kiln cannot load.
+KILN_RUNTIME safetensors_file load_safetensors_file(const std::filesystem::path& path);
+
+/// Loads every tensor (see load_safetensors_file).
+KILN_RUNTIME tensor_map load_safetensors(const std::filesystem::path& path);
+
+/// Reads the file's tensors into existing tensors (typed tensors convert: {{"w1", w1}, ...}),
+/// through their views: every destination must be in the file with the same dtype and shape,
+/// and the file must hold nothing else unless opt.allow_extra. Destinations are written only
+/// after the whole file has been read and checked. Returns the file's metadata.
+KILN_RUNTIME metadata_map load_into(const std::filesystem::path& path, const tensor_map& dst,
+                                    const load_options& opt = {});
+
+/// The same from a buffer holding a whole file; `name` labels errors.
+KILN_RUNTIME safetensors_file parse_safetensors(std::span<const std::byte> bytes, std::string name = "<memory>");
+KILN_RUNTIME safetensors_header parse_safetensors_header(std::span<const std::byte> bytes,
+                                                      std::string name = "<memory>");
+KILN_RUNTIME metadata_map parse_into(std::span<const std::byte> bytes, const tensor_map& dst,
+                                     const load_options& opt = {}, std::string name = "<memory>");
+
+// ---- writing ---------------------------------------------------------------------------------
+
+/// The bytes of a safetensors file holding `tensors` (views are written contiguously).
+/// Throws std::invalid_argument for an undefined tensor, a name that is not UTF-8, or the
+/// reserved name "__metadata__".
+KILN_RUNTIME std::vector<std::byte> serialize_safetensors(const tensor_map& tensors, const metadata_map& metadata = {});
+
+/// Writes `tensors` to `path` atomically: a temporary file in the same directory, fsync'd,
+/// then renamed over `path`. On any failure the temporary file is removed and `path` is left
+/// as it was. OS failures throw std::filesystem::filesystem_error.
+KILN_RUNTIME void save_safetensors(const std::filesystem::path& path, const tensor_map& tensors,
+                                   const metadata_map& metadata = {});
+
+#if KILN_DEFINE_RUNTIME
+namespace detail {
+
+KILN_RUNTIME void parse_entry(const json::value& v, tensor_info& t, const std::string& file) {
+  const std::string who = "tensor " + quote_name(t.name);
+  if (v.k != json::kind::object)
+    throw format_error(file, who + ": its header entry must be an object with dtype, shape and data_offsets");
+  // Unknown fields are ignored, as the reference implementation's serde derive does.
+  const json::value* d = v.find("dtype");
+  const json::value* s = v.find("shape");
+  const json::value* o = v.find("data_offsets");
+  if (!d || !s || !o)
+    throw format_error(file, who + ": its header entry has no \"" +
+                                 std::string(!d ? "dtype" : !s ? "shape" : "data_offsets") + "\"");
+  if (d->k != json::kind::string) throw format_error(file, who + ": \"dtype\" must be a string");
+  t.dtype_name = d->s;
+  const st_dtype* sd = find_st_dtype(d->s);
+  if (!sd) throw format_error(file, who + " has an unknown dtype " + quote_name(d->s));
+  if (sd->bytes == 0) throw format_error(file, cannot_load(t));
+  if (sd->loadable) t.dt = sd->dt;
+
+  if (s->k != json::kind::array)
+    throw format_error(file, who + ": \"shape\" must be an array of non-negative integers");
+  if (s->items.size() > static_cast<std::size_t>(max_rank))
+    throw format_error(file, who + " has rank " + std::to_string(s->items.size()) + "; kiln supports at most " +
+                                 std::to_string(max_rank));
+  t.shape.rank = static_cast<int>(s->items.size());
+  // The product of the non-zero extents must fit kiln's index type, so that no partial product
+  // (element counts, strides) can overflow; a zero extent makes the byte count 0.
+  constexpr auto index_max = static_cast<std::uint64_t>(std::numeric_limits<index_t>::max());
+  std::uint64_t nonzero = 1;
+  for (std::size_t i = 0; i < s->items.size(); ++i) {
+    const json::value& e = s->items[i];
+    if (!e.is_unsigned()) throw format_error(file, who + ": \"shape\" must be an array of non-negative integers");
+    const std::uint64_t x = to_u64(e);
+    if (x > index_max || (x != 0 && nonzero > index_max / x))
+      throw format_error(file, who + " has a shape too large for kiln (its element count overflows)");
+    if (x) nonzero *= x;
+    t.shape.e[i] = static_cast<index_t>(x);
+  }
+  if (o->k != json::kind::array || o->items.size() != 2 || !o->items[0].is_unsigned() || !o->items[1].is_unsigned())
+    throw format_error(file, who + ": \"data_offsets\" must be an array of two non-negative integers");
+  t.begin = to_u64(o->items[0]);
+  t.end = to_u64(o->items[1]);
+}
+
+KILN_RUNTIME safetensors_header parse_header(std::string_view text, std::uint64_t data_size, const std::string& file) {
+  if (text.empty() || text.front() != '{')
+    throw format_error(file, "the header must be a JSON object and start with '{'");
+  if (const std::size_t bad = json::first_invalid_utf8(text); bad != text.size())
+    throw format_error(file, "the header is not valid UTF-8 (byte " + std::to_string(bad) + " of the header)");
+  json::value root;
+  try {
+    root = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw format_error(file, std::string("the header is not valid JSON: ") + e.what());
+  }
+  safetensors_header h;
+  h.data_start = 8 + text.size();
+  h.tensors.reserve(root.keys.size());
+  for (std::size_t i = 0; i < root.keys.size(); ++i) {
+    const json::value& v = root.items[i];
+    if (root.keys[i] == "__metadata__") {
+      if (v.k == json::kind::null) continue;
+      if (v.k != json::kind::object) throw format_error(file, "\"__metadata__\" must be an object of strings");
+      for (std::size_t j = 0; j < v.keys.size(); ++j) {
+        if (v.items[j].k != json::kind::string)
+          throw format_error(file, "\"__metadata__\" must be an object of strings; the value of " +
+                                       quote_name(v.keys[j]) + " is not a string");
+        h.metadata.emplace(v.keys[j], v.items[j].s);
+      }
+      continue;
+    }
+    tensor_info t;
+    t.name = root.keys[i];
+    parse_entry(v, t, file);
+    h.tensors.push_back(std::move(t));
+  }
+  // As the reference implementation: order by offsets, then they must tile [0, data_size).
+  std::stable_sort(h.tensors.begin(), h.tensors.end(), [](const tensor_info& a, const tensor_info& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  std::uint64_t at = 0;
+  for (std::size_t i = 0; i < h.tensors.size(); ++i) {
+    const tensor_info& t = h.tensors[i];
+    const std::string who = "tensor " + quote_name(t.name);
+    if (t.end < t.begin)
+      throw format_error(file, who + " has data_offsets " + offsets(t) + " that end before they start");
+    if (t.end > data_size)
+      throw format_error(file, "header points outside the file: " + who + " has data_offsets " + offsets(t) +
+                                   " but the file holds " + std::to_string(data_size) + " bytes of tensor data");
+    const std::uint64_t count = static_cast<std::uint64_t>(t.shape.numel());
+    const std::uint64_t size = find_st_dtype(t.dtype_name)->bytes;
+    const bool fits = count <= std::numeric_limits<std::uint64_t>::max() / size;
+    if (!fits || count * size != t.end - t.begin)
+      throw format_error(file, who + " has " + std::to_string(t.end - t.begin) + " bytes, shape " +
+                                   to_string(t.shape) + " of " + t.dtype_name + " needs " +
+                                   (fits ? std::to_string(count * size) : std::string("more than 2^64")));
+    if (t.begin < at)
+      throw format_error(file, who + " (data_offsets " + offsets(t) + ") overlaps tensor " +
+                                   quote_name(h.tensors[i - 1].name) + " (data_offsets " +
+                                   offsets(h.tensors[i - 1]) + ")");
+    if (t.begin > at)
+      throw format_error(file, "bytes [" + std::to_string(at) + ", " + std::to_string(t.begin) +
+                                   ") of the tensor data belong to no tensor (a gap before " + who + ")");
+    at = t.end;
+  }
+  if (at != data_size)
+    throw format_error(file, "the tensors cover " + std::to_string(at) + " bytes but the file holds " +
+                                 std::to_string(data_size) +
+                                 " bytes of tensor data (trailing bytes after the last tensor)");
+  return h;
+}
+
+KILN_RUNTIME void copy_bits(const any_tensor& dst, const any_tensor& src) {
+  const std::size_t size = size_of(src.dt());
+  if (dst.is_contiguous() && src.is_contiguous()) {
+    const auto n = static_cast<std::size_t>(src.numel()) * size;
+    if (n) std::memcpy(dst.bytes(), src.bytes(), n);
+    return;
+  }
+  const auto step = static_cast<index_t>(size);
+  for_each_index(src.shape(), [&](const index_t* idx) {
+    std::memcpy(dst.bytes() + dst.offset_of(idx) * step, src.bytes() + src.offset_of(idx) * step, size);
+  });
+}
+
+KILN_RUNTIME prepared prepare(const tensor_map& tensors, const metadata_map& metadata) {
   const auto bad = [](const std::string& what) { return std::invalid_argument("kiln: save_safetensors: " + what); };
   prepared p;
   for (const auto& [name, t] : tensors) {
@@ -458,72 +536,41 @@ inline prepared prepare(const tensor_map& tensors, const metadata_map& metadata)
   return p;
 }
 
-/// Writes the whole file through sink(const void*, size_t).
-template <class Sink>
-void write_file(const prepared& p, Sink&& sink) {
-  unsigned char len[8];
-  std::uint64_t n = p.header.size();
-  for (int i = 0; i < 8; ++i, n >>= 8) len[i] = static_cast<unsigned char>(n & 0xff);
-  sink(len, 8);
-  sink(p.header.data(), p.header.size());
-  for (const auto& [name, t] : p.order) {
-    any_tensor c = *t;
-    if (!c.is_contiguous()) {  // one tensor at a time: at most one copy in memory
-      c = any_tensor(t->dt(), t->shape());
-      copy_bits(c, *t);
-    }
-    const auto bytes = static_cast<std::size_t>(c.numel()) * size_of(c.dt());
-    if (bytes) sink(c.bytes(), bytes);
-  }
-}
-
 }  // namespace detail
 
-// ---- reading ---------------------------------------------------------------------------------
-
-/// Reads and validates a file's header only (no tensor data): names, dtypes, shapes, metadata.
-inline safetensors_header read_safetensors_header(const std::filesystem::path& path) {
+KILN_RUNTIME safetensors_header read_safetensors_header(const std::filesystem::path& path) {
   const detail::input_file f(path);
   return detail::read_header(f);
 }
 
-/// Loads every tensor and the metadata. Throws format_error if the file is malformed or holds
-/// a dtype kiln cannot load.
-inline safetensors_file load_safetensors_file(const std::filesystem::path& path) {
+KILN_RUNTIME safetensors_file load_safetensors_file(const std::filesystem::path& path) {
   const detail::input_file f(path);
   return detail::load_all(f);
 }
 
-/// Loads every tensor (see load_safetensors_file).
-inline tensor_map load_safetensors(const std::filesystem::path& path) { return load_safetensors_file(path).tensors; }
+KILN_RUNTIME tensor_map load_safetensors(const std::filesystem::path& path) {
+  return load_safetensors_file(path).tensors;
+}
 
-/// Reads the file's tensors into existing tensors (typed tensors convert: {{"w1", w1}, ...}),
-/// through their views: every destination must be in the file with the same dtype and shape,
-/// and the file must hold nothing else unless opt.allow_extra. Destinations are written only
-/// after the whole file has been read and checked. Returns the file's metadata.
-inline metadata_map load_into(const std::filesystem::path& path, const tensor_map& dst, const load_options& opt = {}) {
+KILN_RUNTIME metadata_map load_into(const std::filesystem::path& path, const tensor_map& dst, const load_options& opt) {
   const detail::input_file f(path);
   return detail::load_into(f, dst, opt);
 }
 
-/// The same from a buffer holding a whole file; `name` labels errors.
-inline safetensors_file parse_safetensors(std::span<const std::byte> bytes, std::string name = "<memory>") {
+KILN_RUNTIME safetensors_file parse_safetensors(std::span<const std::byte> bytes, std::string name) {
   return detail::load_all(detail::memory_source{bytes, std::move(name)});
 }
-inline safetensors_header parse_safetensors_header(std::span<const std::byte> bytes, std::string name = "<memory>") {
+
+KILN_RUNTIME safetensors_header parse_safetensors_header(std::span<const std::byte> bytes, std::string name) {
   return detail::read_header(detail::memory_source{bytes, std::move(name)});
 }
-inline metadata_map parse_into(std::span<const std::byte> bytes, const tensor_map& dst, const load_options& opt = {},
-                               std::string name = "<memory>") {
+
+KILN_RUNTIME metadata_map parse_into(std::span<const std::byte> bytes, const tensor_map& dst, const load_options& opt,
+                                     std::string name) {
   return detail::load_into(detail::memory_source{bytes, std::move(name)}, dst, opt);
 }
 
-// ---- writing ---------------------------------------------------------------------------------
-
-/// The bytes of a safetensors file holding `tensors` (views are written contiguously).
-/// Throws std::invalid_argument for an undefined tensor, a name that is not UTF-8, or the
-/// reserved name "__metadata__".
-inline std::vector<std::byte> serialize_safetensors(const tensor_map& tensors, const metadata_map& metadata = {}) {
+KILN_RUNTIME std::vector<std::byte> serialize_safetensors(const tensor_map& tensors, const metadata_map& metadata) {
   const detail::prepared p = detail::prepare(tensors, metadata);
   std::vector<std::byte> out;
   detail::write_file(p, [&](const void* src, std::size_t n) {
@@ -533,15 +580,13 @@ inline std::vector<std::byte> serialize_safetensors(const tensor_map& tensors, c
   return out;
 }
 
-/// Writes `tensors` to `path` atomically: a temporary file in the same directory, fsync'd,
-/// then renamed over `path`. On any failure the temporary file is removed and `path` is left
-/// as it was. OS failures throw std::filesystem::filesystem_error.
-inline void save_safetensors(const std::filesystem::path& path, const tensor_map& tensors,
-                             const metadata_map& metadata = {}) {
+KILN_RUNTIME void save_safetensors(const std::filesystem::path& path, const tensor_map& tensors,
+                                   const metadata_map& metadata) {
   const detail::prepared p = detail::prepare(tensors, metadata);  // argument errors before any I/O
   detail::atomic_output_file f(path);
   detail::write_file(p, [&](const void* src, std::size_t n) { f.write(src, n); });
   f.commit();
 }
+#endif  // KILN_DEFINE_RUNTIME
 
 }  // namespace kiln::io

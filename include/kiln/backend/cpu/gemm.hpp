@@ -128,14 +128,7 @@ template <class U, class Arch = gemm_arch> struct gemm_config {
 /// from the environment. A fixed 1 MiB block (half of a 2 MiB L2) fills a 1 MiB L2, where a
 /// block of half its size ran faster.
 /// The block's width and the blocking of K do not change the order of any element's sum.
-inline index_t gemm_b_block_bytes() {
-  static const index_t bytes = [] {
-    if (const auto v = kiln::detail::env_integer("KILN_GEMM_B_BLOCK_BYTES", 1)) return static_cast<index_t>(*v);
-    const std::int64_t l2 = cache_bytes(2);
-    return l2 > 0 ? static_cast<index_t>(l2 / 2) : index_t{1} << 20;
-  }();
-  return bytes;
-}
+KILN_RUNTIME index_t gemm_b_block_bytes();
 /// NC: the columns of a packed B block, a multiple of NR.
 template <class U, class Arch> index_t gemm_block_cols() {
   using cfg = gemm_config<U, Arch>;
@@ -528,8 +521,25 @@ inline constexpr double gemm_packed_a_cost = 24, gemm_packed_b_cost = 12;  // in
 struct gemm_split {
   index_t tm = 1, tn = 1;
 };
-inline gemm_split choose_split(index_t parts, index_t m, index_t n, index_t k, index_t mr, index_t nr, index_t mc,
-                               double a_weight) {
+KILN_RUNTIME gemm_split choose_split(index_t parts, index_t m, index_t n, index_t k, index_t mr, index_t nr, index_t mc,
+                                     double a_weight);
+
+/// Throws std::invalid_argument for arguments gemm cannot take.
+KILN_RUNTIME void check_gemm_args(index_t batch, index_t m, index_t n, index_t k, index_t c_batch_stride,
+                                  index_t c_col_stride);
+
+#if KILN_DEFINE_RUNTIME
+KILN_RUNTIME index_t gemm_b_block_bytes() {
+  static const index_t bytes = [] {
+    if (const auto v = kiln::detail::env_integer("KILN_GEMM_B_BLOCK_BYTES", 1)) return static_cast<index_t>(*v);
+    const std::int64_t l2 = cache_bytes(2);
+    return l2 > 0 ? static_cast<index_t>(l2 / 2) : index_t{1} << 20;
+  }();
+  return bytes;
+}
+
+KILN_RUNTIME gemm_split choose_split(index_t parts, index_t m, index_t n, index_t k, index_t mr, index_t nr, index_t mc,
+                                     double a_weight) {
   const index_t tiles_m = (m + mr - 1) / mr, tiles_n = (n + nr - 1) / nr;
   gemm_split best;
   double best_cost = 0;
@@ -548,8 +558,8 @@ inline gemm_split choose_split(index_t parts, index_t m, index_t n, index_t k, i
   return best;
 }
 
-inline void check_gemm_args(index_t batch, index_t m, index_t n, index_t k, index_t c_batch_stride,
-                            index_t c_col_stride) {
+KILN_RUNTIME void check_gemm_args(index_t batch, index_t m, index_t n, index_t k, index_t c_batch_stride,
+                                  index_t c_col_stride) {
   if (batch < 0 || m < 0 || n < 0 || k < 0)
     throw std::invalid_argument("kiln::cpu::gemm: negative extent (batch " + std::to_string(batch) + ", m " +
                                 std::to_string(m) + ", n " + std::to_string(n) + ", k " + std::to_string(k) + ")");
@@ -559,6 +569,7 @@ inline void check_gemm_args(index_t batch, index_t m, index_t n, index_t k, inde
     throw std::invalid_argument("kiln::cpu::gemm: C cannot be broadcast (batch stride 0) over a batch of " +
                                 std::to_string(batch));
 }
+#endif  // KILN_DEFINE_RUNTIME
 
 }  // namespace detail
 

@@ -79,17 +79,8 @@ inline memref ref_of(const view& v, bool nokeep, const dims& space, std::uint32_
 /// The memory references of a kernel (the product of a matmul is set by the matmul driver).
 KILN_RUNTIME void make_refs(state& st, const kernel_desc& k, const dims& space, memref* mr);
 
-inline void load_scalars(state& st, const kernel_desc& k, sval* sv) {
-  for (int q = 0; q < k.scalars; ++q) {
-    const int x = k.scalar_node[q];
-    if (st.at(x).o == op::numel) {
-      const index_t c = st.numel_of(x);
-      sv[q] = {static_cast<double>(c), c};
-    } else {
-      sv[q] = load_sval(st.view_of(x));
-    }
-  }
-}
+/// The kernel's rank-0 operands, read once per run.
+KILN_RUNTIME void load_scalars(state& st, const kernel_desc& k, sval* sv);
 
 /// A pointwise kernel's loop over [j0, j1) of the innermost axis, from the addresses p and
 /// innermost byte strides is of its references.
@@ -111,32 +102,10 @@ KILN_RUNTIME void run_pointwise(const dims& space, int nm, const memref* mr, seg
 /// data that will not stay in cache costs one trip to memory, not two. Row kernels: their
 /// final sweep streams instead of prefetching its lines for writing, and the stores are fenced
 /// once per thread's run of rows (run_rows).
-inline bool streamed_refs(const dims& space, const kernel_desc& k, const memref* mr, const index_t* size,
-                          std::uintptr_t vector_bytes, std::uintptr_t* align) {
-  std::fill(align, align + k.mems, ~std::uintptr_t{0});
-  const bool rows = k.kind == passes::kernel_kind::reduction && k.lanes_reduce;
-  if (!simd::has_stream_stores || (k.kind != passes::kernel_kind::pointwise && !rows)) return false;
-  const index_t n = space.numel();
-  if (n == 0) return false;
-  std::int64_t bytes = 0;
-  for (int m = 0; m < k.mems; ++m) {
-    bool varies = false;
-    for (int d = 0; d < space.rank; ++d) varies = varies || mr[m].stride[static_cast<std::size_t>(d)] != 0;
-    if (varies) bytes += static_cast<std::int64_t>(n) * size[m];
-  }
-  if (bytes < stream_threshold()) return false;
-  bool any = false;
-  for (int m = 0; m < k.mems; ++m) {
-    if (!k.mem_out[m] || mr[m].stride[static_cast<std::size_t>(space.rank - 1)] != size[m]) continue;
-    bool every = true;
-    for (int d = 0; d < space.rank; ++d) every = every && (mr[m].stride[static_cast<std::size_t>(d)] != 0 || space.e[d] == 1);
-    if (every) {
-      align[m] = vector_bytes - 1;
-      any = true;
-    }
-  }
-  return any;
-}
+/// (Compiled once, in the runtime unit, though it reads simd::has_stream_stores and run_rows
+/// calls stream_fence: both follow __SSE2__, which every x86-64 target has whatever -march says.)
+KILN_RUNTIME bool streamed_refs(const dims& space, const kernel_desc& k, const memref* mr, const index_t* size,
+                                std::uintptr_t vector_bytes, std::uintptr_t* align);
 
 /// A row kernel's geometry: extents, reduced axes, byte strides of each reference.
 struct rows_geometry {
@@ -158,50 +127,8 @@ using row_task_fn = void (*)(const void* ctx, const rows_geometry& g, const inde
 /// columns (lanes across a kept innermost axis); tasks go to threads, a reduction never splits.
 /// stream: some of the tasks' stores are non-temporal, fenced once per thread's run of tasks
 /// (a fence per row waits for each row's stores to reach memory).
-
-inline void run_rows(const dims& space, const kernel_desc& k, const memref* mr, row_task_fn fn, const void* ctx,
-                     bool stream) {
-  rows_geometry g;
-  g.rank = space.rank;
-  g.mr = mr;
-  g.nm = k.mems;
-  int kept[max_rank], nk = 0;
-  for (int d = 0; d < space.rank; ++d) {
-    g.ext[d] = space.e[d];
-    if (k.axes & (1u << d)) g.red[g.nr++] = d;
-    else kept[nk++] = d;
-  }
-  const bool lr = k.lanes_reduce;
-  const int W = k.width, inner = space.rank - 1;
-  g.outer_red = lr ? g.nr - 1 : g.nr;
-  const int task_axes = lr ? nk : nk - 1;
-  const index_t blocks = lr ? 1 : (g.ext[inner] + W - 1) / W;
-  index_t tasks = blocks, work = 1;
-  for (int a = 0; a < task_axes; ++a) tasks *= g.ext[kept[a]];
-  for (int a = 0; a < g.nr; ++a) work *= g.ext[g.red[a]];
-  run_tasks(tasks, std::max<index_t>(1, parallel_grain / std::max<index_t>(1, work * (lr ? 1 : W))), [&](index_t b, index_t e) {
-    std::vector<index_t> koff(static_cast<std::size_t>(k.mems)), knext(koff.size());
-    auto offsets = [&](index_t t, std::vector<index_t>& o) {
-      index_t rest = t / blocks;
-      std::fill(o.begin(), o.end(), 0);
-      for (int a = task_axes - 1; a >= 0; --a) {
-        const int d = kept[a];
-        const index_t i = rest % g.ext[d];
-        rest /= g.ext[d];
-        for (std::size_t m = 0; m < o.size(); ++m) o[m] += i * mr[m].stride[static_cast<std::size_t>(d)];
-      }
-    };
-    if (b < e) offsets(b, koff);
-    for (index_t t = b; t < e; ++t) {
-      const index_t j0 = (t % blocks) * W;
-      if (t + 1 < e) offsets(t + 1, knext);
-      fn(ctx, g, koff.data(), t + 1 < e ? knext.data() : nullptr, j0,
-         lr ? W : static_cast<int>(std::min<index_t>(W, g.ext[inner] - j0)), t == b);
-      koff.swap(knext);
-    }
-    if (stream) simd::stream_fence();
-  });
-}
+KILN_RUNTIME void run_rows(const dims& space, const kernel_desc& k, const memref* mr, row_task_fn fn, const void* ctx,
+                           bool stream);
 
 #if KILN_DEFINE_RUNTIME
 KILN_RUNTIME bool space_of(const state& st, const kernel_desc& k, dims& space) {
@@ -305,6 +232,91 @@ KILN_RUNTIME void run_pointwise(const dims& space, int nm, const memref* mr, seg
         }
       }
     }
+  });
+}
+
+KILN_RUNTIME void load_scalars(state& st, const kernel_desc& k, sval* sv) {
+  for (int q = 0; q < k.scalars; ++q) {
+    const int x = k.scalar_node[q];
+    if (st.at(x).o == op::numel) {
+      const index_t c = st.numel_of(x);
+      sv[q] = {static_cast<double>(c), c};
+    } else {
+      sv[q] = load_sval(st.view_of(x));
+    }
+  }
+}
+
+KILN_RUNTIME bool streamed_refs(const dims& space, const kernel_desc& k, const memref* mr, const index_t* size,
+                                std::uintptr_t vector_bytes, std::uintptr_t* align) {
+  std::fill(align, align + k.mems, ~std::uintptr_t{0});
+  const bool rows = k.kind == passes::kernel_kind::reduction && k.lanes_reduce;
+  if (!simd::has_stream_stores || (k.kind != passes::kernel_kind::pointwise && !rows)) return false;
+  const index_t n = space.numel();
+  if (n == 0) return false;
+  std::int64_t bytes = 0;
+  for (int m = 0; m < k.mems; ++m) {
+    bool varies = false;
+    for (int d = 0; d < space.rank; ++d) varies = varies || mr[m].stride[static_cast<std::size_t>(d)] != 0;
+    if (varies) bytes += static_cast<std::int64_t>(n) * size[m];
+  }
+  if (bytes < stream_threshold()) return false;
+  bool any = false;
+  for (int m = 0; m < k.mems; ++m) {
+    if (!k.mem_out[m] || mr[m].stride[static_cast<std::size_t>(space.rank - 1)] != size[m]) continue;
+    bool every = true;
+    for (int d = 0; d < space.rank; ++d)
+      every = every && (mr[m].stride[static_cast<std::size_t>(d)] != 0 || space.e[d] == 1);
+    if (every) {
+      align[m] = vector_bytes - 1;
+      any = true;
+    }
+  }
+  return any;
+}
+
+KILN_RUNTIME void run_rows(const dims& space, const kernel_desc& k, const memref* mr, row_task_fn fn, const void* ctx,
+                           bool stream) {
+  rows_geometry g;
+  g.rank = space.rank;
+  g.mr = mr;
+  g.nm = k.mems;
+  int kept[max_rank], nk = 0;
+  for (int d = 0; d < space.rank; ++d) {
+    g.ext[d] = space.e[d];
+    if (k.axes & (1u << d)) g.red[g.nr++] = d;
+    else kept[nk++] = d;
+  }
+  const bool lr = k.lanes_reduce;
+  const int W = k.width, inner = space.rank - 1;
+  g.outer_red = lr ? g.nr - 1 : g.nr;
+  const int task_axes = lr ? nk : nk - 1;
+  const index_t blocks = lr ? 1 : (g.ext[inner] + W - 1) / W;
+  index_t tasks = blocks, work = 1;
+  for (int a = 0; a < task_axes; ++a) tasks *= g.ext[kept[a]];
+  for (int a = 0; a < g.nr; ++a) work *= g.ext[g.red[a]];
+  const index_t grain = std::max<index_t>(1, parallel_grain / std::max<index_t>(1, work * (lr ? 1 : W)));
+  run_tasks(tasks, grain, [&](index_t b, index_t e) {
+    std::vector<index_t> koff(static_cast<std::size_t>(k.mems)), knext(koff.size());
+    auto offsets = [&](index_t t, std::vector<index_t>& o) {
+      index_t rest = t / blocks;
+      std::fill(o.begin(), o.end(), 0);
+      for (int a = task_axes - 1; a >= 0; --a) {
+        const int d = kept[a];
+        const index_t i = rest % g.ext[d];
+        rest /= g.ext[d];
+        for (std::size_t m = 0; m < o.size(); ++m) o[m] += i * mr[m].stride[static_cast<std::size_t>(d)];
+      }
+    };
+    if (b < e) offsets(b, koff);
+    for (index_t t = b; t < e; ++t) {
+      const index_t j0 = (t % blocks) * W;
+      if (t + 1 < e) offsets(t + 1, knext);
+      fn(ctx, g, koff.data(), t + 1 < e ? knext.data() : nullptr, j0,
+         lr ? W : static_cast<int>(std::min<index_t>(W, g.ext[inner] - j0)), t == b);
+      koff.swap(knext);
+    }
+    if (stream) simd::stream_fence();
   });
 }
 #endif  // KILN_DEFINE_RUNTIME

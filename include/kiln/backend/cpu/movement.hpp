@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "../../core/config.hpp"
 #include "../../core/random.hpp"
 #include "../../core/shape_rules.hpp"
 #include "../../graph/graph.hpp"
@@ -20,21 +21,7 @@
 namespace kiln::cpu::detail {
 
 /// The index values of an integer view, row-major, each checked against [0, rows).
-inline std::vector<index_t> checked_indices(const char* who, const view& idx, index_t rows) {
-  std::vector<index_t> out;
-  out.reserve(static_cast<std::size_t>(idx.shape.numel()));
-  for_each_index(idx.shape, [&](const index_t* ii) {
-    index_t off = 0;
-    for (int a = 0; a < idx.shape.rank; ++a) off += ii[a] * idx.strides.e[a];
-    const index_t v = idx.dt == dtype::i32 ? reinterpret_cast<const std::int32_t*>(idx.p)[off]
-                                           : static_cast<index_t>(reinterpret_cast<const std::int64_t*>(idx.p)[off]);
-    if (v < 0 || v >= rows)
-      throw std::out_of_range(std::string("kiln: ") + who + ": index " + std::to_string(v) + " at position " +
-                              std::to_string(out.size()) + " is outside [0, " + std::to_string(rows) + ")");
-    out.push_back(v);
-  });
-  return out;
-}
+KILN_RUNTIME std::vector<index_t> checked_indices(const char* who, const view& idx, index_t rows);
 
 /// Row k of a view whose leading `lead` axes are the index's (shape [...index, ...row]), and
 /// row v of a table: views of one row.
@@ -54,7 +41,61 @@ inline view row_of(const view& t, int lead, const dims& lead_shape, index_t k) {
   return r;
 }
 
-inline void run_gather(const view& table, const view& idx, const view& out) {
+/// Row k of out = row idx[k] of the table (every index checked before anything is written).
+KILN_RUNTIME void run_gather(const view& table, const view& idx, const view& out);
+
+/// Zeros shaped like out, with src's rows added at the indexed rows; floating-point sums in
+/// double, as the eager reference; threads over the columns of a row, so each output element
+/// is summed by one thread in index order (the same result for any thread count). The
+/// accumulator comes from the storage cache (block), so a large one, an embedding table's
+/// gradient, reuses mapped memory from call to call instead of faulting in fresh pages.
+KILN_RUNTIME void run_scatter_add(const view& idx, const view& src, const view& out);
+
+/// The output positions [lo, hi) of a window row whose input position ix = ox s - p + k d lies
+/// in [0, n): the rest of the row reads padding.
+struct span {
+  index_t lo, hi;
+};
+inline span inside(index_t positions, index_t n, index_t s, index_t off) {
+  // ox s + off in [0, n)  <=>  ox in [ceil(-off / s), floor((n - 1 - off) / s)]
+  const auto ceil_div = [](index_t a, index_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); };
+  const auto floor_div = [](index_t a, index_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); };
+  index_t lo = ceil_div(-off, s), hi = floor_div(n - 1 - off, s) + 1;
+  lo = lo < 0 ? 0 : lo > positions ? positions : lo;
+  hi = hi < lo ? lo : hi > positions ? positions : hi;
+  return {lo, hi};
+}
+
+/// im2col: for each image and channel (threads over them), each kernel offset (ky, kx) gives a
+/// row of the output whose segment for window row oy is the input row iy, shifted and strided,
+/// with padding around it: a copy when strides are 1, a strided loop otherwise.
+KILN_RUNTIME void run_unfold(const view& x, const view& out, const window2d& w, double pad);
+
+/// col2im: the same walk, adding each window row's segment into the input row it came from
+/// (a plane accumulator per image and channel, so threads never share an output element).
+KILN_RUNTIME void run_fold(const view& cols, const view& out, const window2d& w);
+
+/// Uniform [0, 1) floats, element i (row-major) = philox(seed, stream).uniform24(i).
+KILN_RUNTIME void run_rand(const view& seed, const view& out, std::uint32_t stream);
+
+#if KILN_DEFINE_RUNTIME
+KILN_RUNTIME std::vector<index_t> checked_indices(const char* who, const view& idx, index_t rows) {
+  std::vector<index_t> out;
+  out.reserve(static_cast<std::size_t>(idx.shape.numel()));
+  for_each_index(idx.shape, [&](const index_t* ii) {
+    index_t off = 0;
+    for (int a = 0; a < idx.shape.rank; ++a) off += ii[a] * idx.strides.e[a];
+    const index_t v = idx.dt == dtype::i32 ? reinterpret_cast<const std::int32_t*>(idx.p)[off]
+                                           : static_cast<index_t>(reinterpret_cast<const std::int64_t*>(idx.p)[off]);
+    if (v < 0 || v >= rows)
+      throw std::out_of_range(std::string("kiln: ") + who + ": index " + std::to_string(v) + " at position " +
+                              std::to_string(out.size()) + " is outside [0, " + std::to_string(rows) + ")");
+    out.push_back(v);
+  });
+  return out;
+}
+
+KILN_RUNTIME void run_gather(const view& table, const view& idx, const view& out) {
   const std::vector<index_t> rows = checked_indices("gather", idx, table.shape.e[0]);
   const dims table_rows{table.shape.e[0]};
   parallel_for(static_cast<index_t>(rows.size()), 64, [&](index_t b, index_t e) {
@@ -63,12 +104,7 @@ inline void run_gather(const view& table, const view& idx, const view& out) {
   });
 }
 
-/// Zeros shaped like out, with src's rows added at the indexed rows; floating-point sums in
-/// double, as the eager reference; threads over the columns of a row, so each output element
-/// is summed by one thread in index order (the same result for any thread count). The
-/// accumulator comes from the storage cache (block), so a large one, an embedding table's
-/// gradient, reuses mapped memory from call to call instead of faulting in fresh pages.
-inline void run_scatter_add(const view& idx, const view& src, const view& out) {
+KILN_RUNTIME void run_scatter_add(const view& idx, const view& src, const view& out) {
   const std::vector<index_t> rows = checked_indices("scatter_add", idx, out.shape.e[0]);
   const index_t width = out.shape.numel() / (out.shape.e[0] > 0 ? out.shape.e[0] : 1);
   visit(out.dt, [&]<dtype D>() {
@@ -118,25 +154,7 @@ inline void run_scatter_add(const view& idx, const view& src, const view& out) {
   });
 }
 
-/// The output positions [lo, hi) of a window row whose input position ix = ox s - p + k d lies
-/// in [0, n): the rest of the row reads padding.
-struct span {
-  index_t lo, hi;
-};
-inline span inside(index_t positions, index_t n, index_t s, index_t off) {
-  // ox s + off in [0, n)  <=>  ox in [ceil(-off / s), floor((n - 1 - off) / s)]
-  const auto ceil_div = [](index_t a, index_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); };
-  const auto floor_div = [](index_t a, index_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); };
-  index_t lo = ceil_div(-off, s), hi = floor_div(n - 1 - off, s) + 1;
-  lo = lo < 0 ? 0 : lo > positions ? positions : lo;
-  hi = hi < lo ? lo : hi > positions ? positions : hi;
-  return {lo, hi};
-}
-
-/// im2col: for each image and channel (threads over them), each kernel offset (ky, kx) gives a
-/// row of the output whose segment for window row oy is the input row iy, shifted and strided,
-/// with padding around it: a copy when strides are 1, a strided loop otherwise.
-inline void run_unfold(const view& x, const view& out, const window2d& w, double pad) {
+KILN_RUNTIME void run_unfold(const view& x, const view& out, const window2d& w, double pad) {
   const index_t n = x.shape.e[0], c = x.shape.e[1], h = x.shape.e[2], wd = x.shape.e[3];
   const index_t ho = window_positions(h, w.kh, w.sh, w.ph, w.dh), wo = window_positions(wd, w.kw, w.sw, w.pw, w.dw);
   visit(out.dt, [&]<dtype D>() {
@@ -176,9 +194,7 @@ inline void run_unfold(const view& x, const view& out, const window2d& w, double
   });
 }
 
-/// col2im: the same walk, adding each window row's segment into the input row it came from
-/// (a plane accumulator per image and channel, so threads never share an output element).
-inline void run_fold(const view& cols, const view& out, const window2d& w) {
+KILN_RUNTIME void run_fold(const view& cols, const view& out, const window2d& w) {
   const index_t n = out.shape.e[0], c = out.shape.e[1], h = out.shape.e[2], wd = out.shape.e[3];
   const index_t ho = window_positions(h, w.kh, w.sh, w.ph, w.dh), wo = window_positions(wd, w.kw, w.sw, w.pw, w.dw);
   visit(out.dt, [&]<dtype D>() {
@@ -221,8 +237,7 @@ inline void run_fold(const view& cols, const view& out, const window2d& w) {
   });
 }
 
-/// Uniform [0, 1) floats, element i (row-major) = philox(seed, stream).uniform24(i).
-inline void run_rand(const view& seed, const view& out, std::uint32_t stream) {
+KILN_RUNTIME void run_rand(const view& seed, const view& out, std::uint32_t stream) {
   const philox r(static_cast<std::uint64_t>(*reinterpret_cast<const std::int64_t*>(seed.p)), stream);
   const index_t total = out.shape.numel();
   if (is_contiguous(out)) {
@@ -242,5 +257,6 @@ inline void run_rand(const view& seed, const view& out, std::uint32_t stream) {
     reinterpret_cast<float*>(out.p)[off] = r.uniform24(static_cast<std::uint64_t>(i++));
   });
 }
+#endif  // KILN_DEFINE_RUNTIME
 
 }  // namespace kiln::cpu::detail

@@ -38,16 +38,10 @@
 namespace kiln::cpu {
 
 namespace detail {
-inline int default_threads() {
-  // (at most 65536, which also keeps the count within an int)
-  if (const auto n = kiln::detail::env_integer("KILN_NUM_THREADS", 1)) return static_cast<int>(std::min<long long>(*n, 1 << 16));
-  const unsigned h = std::thread::hardware_concurrency();
-  return h ? static_cast<int>(h) : 1;
-}
-inline int& thread_setting() {
-  static int n = default_threads();
-  return n;
-}
+/// KILN_NUM_THREADS, else the hardware's thread count.
+KILN_RUNTIME int default_threads();
+/// The thread count that num_threads() reports and set_num_threads() sets.
+KILN_RUNTIME int& thread_setting();
 /// True while this thread runs a chunk of a parallel_for: a nested parallel_for then runs
 /// serially (the pool runs one region at a time, so waiting for it there would deadlock).
 inline bool& in_parallel_region() {
@@ -94,32 +88,17 @@ class pool {
   /// and the parent pool's mutexes may be held, and its condition variables waited on, by
   /// threads that are not there. That pool is left alone (never destroyed: its destructor
   /// would join threads that do not exist, and hang the child's exit).
-  static pool& get();
+  KILN_RUNTIME static pool& get();
   /// Runs fn(0) ... fn(chunks - 1) on the calling thread and threads - 1 workers, each taking
   /// the next chunk when it is done with one (chunks == threads: exactly one each, unless
   /// caller_takes_rest: the caller then takes, after chunk 0, every chunk that no worker has
   /// started, rather than wait for workers to wake up for them).
   /// The calling thread runs chunk 0 (with_team relies on it).
-  void run(int chunks, int threads, const std::function<void(int)>& fn, bool caller_takes_rest = false) {
-    std::unique_lock<std::mutex> call(call_mutex_);  // one parallel region at a time
-    run_locked(chunks, threads, fn, caller_takes_rest);
-  }
+  KILN_RUNTIME void run(int chunks, int threads, const std::function<void(int)>& fn, bool caller_takes_rest = false);
   /// As run, if no other thread's region holds the pool; else false, having run nothing.
-  bool try_run(int chunks, int threads, const std::function<void(int)>& fn, bool caller_takes_rest = false) {
-    std::unique_lock<std::mutex> call(call_mutex_, std::try_to_lock);
-    if (!call.owns_lock()) return false;
-    run_locked(chunks, threads, fn, caller_takes_rest);
-    return true;
-  }
-  ~pool() {
-    {
-      std::lock_guard<std::mutex> l(m_);
-      stop_ = true;
-      generation_seen_.store(++generation_, std::memory_order_release);
-    }
-    cv_.notify_all();
-    for (auto& t : workers_) t.join();
-  }
+  KILN_RUNTIME bool try_run(int chunks, int threads, const std::function<void(int)>& fn,
+                            bool caller_takes_rest = false);
+  KILN_RUNTIME ~pool();
 
  private:
   static constexpr std::chrono::microseconds worker_spin{200}, caller_spin{2000};
@@ -128,67 +107,12 @@ class pool {
   /// comes free.
   bool one_each() const { return chunks_ == helpers_total_ + 1; }
 
-  void run_locked(int chunks, int threads, const std::function<void(int)>& fn, bool caller_takes_rest) {
-    grow(threads - 1);
-    std::unique_lock<std::mutex> l(m_);
-    job_ = &fn;
-    chunks_ = chunks;
-    next_ = 1;  // chunk 0 is the caller's
-    pending_ = chunks;
-    pending_seen_.store(chunks, std::memory_order_relaxed);
-    helpers_ = helpers_total_ = threads - 1;
-    generation_seen_.store(++generation_, std::memory_order_release);
-    l.unlock();
-    cv_.notify_all();  // the workers that sleep; spinning ones see generation_seen_
-    run_chunk(fn, 0);
-    l.lock();
-    pending_seen_.store(--pending_, std::memory_order_release);
-    if (caller_takes_rest || !one_each()) take(l, false);  // with one chunk each, the caller's was chunk 0
-    if (pending_ != 0) {
-      l.unlock();
-      spin_until([&] { return pending_seen_.load(std::memory_order_acquire) == 0; }, caller_spin);
-      l.lock();
-      done_.wait(l, [&] { return pending_ == 0; });
-    }
-    job_ = nullptr;
-  }
-  void grow(int n) {
-    while (static_cast<int>(workers_.size()) < n) workers_.emplace_back([this] { loop(); });
-  }
-  void loop() {
-    unsigned seen = 0;
-    std::unique_lock<std::mutex> l(m_);
-    for (;;) {
-      if (!(stop_ || generation_ != seen)) {
-        l.unlock();
-        spin_until([&] { return generation_seen_.load(std::memory_order_acquire) != seen; }, worker_spin);
-        l.lock();
-      }
-      cv_.wait(l, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      // Nothing to do when the pool was grown for more threads than this region uses, or the
-      // job's chunks are all taken (a with_team caller takes those of workers that woke late):
-      // back to spinning, so that the next job finds this worker awake.
-      if (helpers_ == 0 || next_ >= chunks_) continue;
-      --helpers_;
-      take(l, one_each());
-    }
-  }
+  KILN_RUNTIME void run_locked(int chunks, int threads, const std::function<void(int)>& fn, bool caller_takes_rest);
+  KILN_RUNTIME void grow(int n);
+  KILN_RUNTIME void loop();
   /// Runs chunks of the current job until none is left, or, with just_one, after one (l is
   /// held on entry and exit).
-  void take(std::unique_lock<std::mutex>& l, bool just_one) {
-    while (next_ < chunks_) {
-      const int c = next_++;
-      const std::function<void(int)>* job = job_;
-      l.unlock();
-      run_chunk(*job, c);
-      l.lock();
-      pending_seen_.store(--pending_, std::memory_order_release);
-      if (pending_ == 0) done_.notify_one();
-      if (just_one) break;
-    }
-  }
+  KILN_RUNTIME void take(std::unique_lock<std::mutex>& l, bool just_one);
   std::mutex call_mutex_, m_;
   std::condition_variable cv_, done_;
   std::vector<std::thread> workers_;
@@ -208,42 +132,26 @@ inline bool& forked_child() {
   static bool forked = false;
   return forked;
 }
-void after_fork_in_child();
+/// The child of a fork() has only the thread that forked. kiln's pool is renewed (pool::get),
+/// and OpenMP is not used again: GNU libgomp's next parallel region in the child waits for
+/// the parent's threads, which are not there (seen with g++ 12, the parent having run a
+/// region), so parallel_for runs on kiln's pool instead.
+KILN_RUNTIME void after_fork_in_child();
 /// Has after_fork_in_child run in the child of each later fork() (called before any threads
 /// start: by parallel_for and by the pool's owner). A fork() from inside a kiln
 /// call (a with_team body, a parallel_for chunk) is not supported: the child's copy of that
 /// call waits for threads that are not there.
-inline void watch_fork() {
-#if defined(__unix__) || defined(__APPLE__)
-  static const bool watching = [] {
-    pthread_atfork(nullptr, nullptr, &after_fork_in_child);
-    return true;
-  }();
-  (void)watching;
-#endif
-}
+KILN_RUNTIME void watch_fork();
 
 /// Owns the process's pool; in a fork()'s child, a new one (see pool::get).
 struct pool_owner {
   pool* p = new pool;
-  pool_owner() {
-    watch_fork();
-    live().store(this, std::memory_order_release);
-  }
+  KILN_RUNTIME pool_owner();
   /// Deletes the pool; in a fork()'s child the parent's stays, still reachable from here (leak
   /// checkers run after this): deleting it would join threads that are not there.
-  ~pool_owner() {
-    live().store(nullptr, std::memory_order_release);
-    pool* const parent = p->before_fork_;
-    delete p;
-    p = parent;
-  }
+  KILN_RUNTIME ~pool_owner();
   /// In a fork()'s child: a fresh pool; the parent's is kept (see ~pool_owner).
-  void renew() {
-    pool* const fresh = new pool;
-    fresh->before_fork_ = p;
-    p = fresh;
-  }
+  KILN_RUNTIME void renew();
   /// The owner once made (null before, and while another thread makes it: a fork() then
   /// leaves the child to make its own).
   static std::atomic<pool_owner*>& live() {
@@ -252,21 +160,8 @@ struct pool_owner {
   }
   pool_owner(const pool_owner&) = delete;
   pool_owner& operator=(const pool_owner&) = delete;
-  static pool_owner& instance() {
-    static pool_owner o;
-    return o;
-  }
+  KILN_RUNTIME static pool_owner& instance();
 };
-inline pool& pool::get() { return *pool_owner::instance().p; }
-
-/// The child of a fork() has only the thread that forked. kiln's pool is renewed (pool::get),
-/// and OpenMP is not used again: GNU libgomp's next parallel region in the child waits for
-/// the parent's threads, which are not there (seen with g++ 12, the parent having run a
-/// region), so parallel_for runs on kiln's pool instead.
-inline void after_fork_in_child() {
-  forked_child() = true;
-  if (pool_owner* const o = pool_owner::live().load(std::memory_order_acquire)) o->renew();
-}
 
 /// The threads of one compiled call (see with_team): the calling thread runs the plan and posts
 /// each parallel_for to the others, which spin (yielding the core now and then) between jobs
@@ -280,33 +175,9 @@ class team {
   int size() const { return size_; }
   void set_size(int n) { size_ = n; }
   /// The caller's side: runs fn(0) ... fn(chunks - 1) with the team; returns when all are done.
-  void run(int chunks, const std::function<void(int)>& fn) {
-    const std::uint64_t g = (next_.load(std::memory_order_relaxed) >> 32) + 1;
-    slot& s = slots_[g & 1];
-    s.job.store(&fn, std::memory_order_relaxed);
-    s.chunks.store(chunks, std::memory_order_relaxed);
-    pending_.store(chunks, std::memory_order_relaxed);
-    next_.store(g << 32, std::memory_order_release);  // publishes the slot and pending_
-    take(g);
-    for (int i = 1; pending_.load(std::memory_order_acquire) != 0; ++i)
-      if (i % 64 == 0) std::this_thread::yield();
-  }
+  KILN_RUNTIME void run(int chunks, const std::function<void(int)>& fn);
   /// The other threads' side: runs the jobs posted until close().
-  void serve() {
-    std::uint64_t seen = 0;
-    for (int i = 1;; ++i) {
-      const std::uint64_t g = next_.load(std::memory_order_acquire) >> 32;
-      if (g != seen) {
-        seen = g;
-        take(g);
-        i = 0;
-      } else if (closed_.load(std::memory_order_acquire)) {
-        return;
-      } else if (i % 64 == 0) {
-        std::this_thread::yield();
-      }
-    }
-  }
+  KILN_RUNTIME void serve();
   /// Ends serve() once the last job is done (the caller's run has returned).
   void close() { closed_.store(true, std::memory_order_release); }
 
@@ -320,19 +191,7 @@ class team {
   /// number before the caller published job g + 1 (that chunk then ran twice), and its extra
   /// decrement of pending_ would leave the caller waiting forever (tests/test_gemm.cpp's stress
   /// test of many short jobs).
-  void take(std::uint64_t g) {
-    const slot& s = slots_[g & 1];
-    const std::function<void(int)>* job = s.job.load(std::memory_order_relaxed);
-    const int chunks = s.chunks.load(std::memory_order_relaxed);
-    std::uint64_t v = next_.load(std::memory_order_acquire);
-    for (;;) {
-      if ((v >> 32) != g || static_cast<int>(v & 0xffffffffu) >= chunks) return;
-      if (!next_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
-      run_chunk(*job, static_cast<int>(v & 0xffffffffu));
-      pending_.fetch_sub(1, std::memory_order_acq_rel);
-      v = next_.load(std::memory_order_acquire);
-    }
-  }
+  KILN_RUNTIME void take(std::uint64_t g);
   struct slot {
     std::atomic<const std::function<void(int)>*> job{nullptr};
     std::atomic<int> chunks{0};
@@ -348,6 +207,189 @@ inline team*& current_team() {
   thread_local team* t = nullptr;
   return t;
 }
+
+#if KILN_DEFINE_RUNTIME
+KILN_RUNTIME int default_threads() {
+  // (at most 65536, which also keeps the count within an int)
+  if (const auto n = kiln::detail::env_integer("KILN_NUM_THREADS", 1))
+    return static_cast<int>(std::min<long long>(*n, 1 << 16));
+  const unsigned h = std::thread::hardware_concurrency();
+  return h ? static_cast<int>(h) : 1;
+}
+
+KILN_RUNTIME int& thread_setting() {
+  static int n = default_threads();
+  return n;
+}
+
+KILN_RUNTIME void pool::run(int chunks, int threads, const std::function<void(int)>& fn, bool caller_takes_rest) {
+  std::unique_lock<std::mutex> call(call_mutex_);  // one parallel region at a time
+  run_locked(chunks, threads, fn, caller_takes_rest);
+}
+
+KILN_RUNTIME bool pool::try_run(int chunks, int threads, const std::function<void(int)>& fn, bool caller_takes_rest) {
+  std::unique_lock<std::mutex> call(call_mutex_, std::try_to_lock);
+  if (!call.owns_lock()) return false;
+  run_locked(chunks, threads, fn, caller_takes_rest);
+  return true;
+}
+
+KILN_RUNTIME pool::~pool() {
+  {
+    std::lock_guard<std::mutex> l(m_);
+    stop_ = true;
+    generation_seen_.store(++generation_, std::memory_order_release);
+  }
+  cv_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+KILN_RUNTIME void pool::run_locked(int chunks, int threads, const std::function<void(int)>& fn,
+                                   bool caller_takes_rest) {
+  grow(threads - 1);
+  std::unique_lock<std::mutex> l(m_);
+  job_ = &fn;
+  chunks_ = chunks;
+  next_ = 1;  // chunk 0 is the caller's
+  pending_ = chunks;
+  pending_seen_.store(chunks, std::memory_order_relaxed);
+  helpers_ = helpers_total_ = threads - 1;
+  generation_seen_.store(++generation_, std::memory_order_release);
+  l.unlock();
+  cv_.notify_all();  // the workers that sleep; spinning ones see generation_seen_
+  run_chunk(fn, 0);
+  l.lock();
+  pending_seen_.store(--pending_, std::memory_order_release);
+  if (caller_takes_rest || !one_each()) take(l, false);  // with one chunk each, the caller's was chunk 0
+  if (pending_ != 0) {
+    l.unlock();
+    spin_until([&] { return pending_seen_.load(std::memory_order_acquire) == 0; }, caller_spin);
+    l.lock();
+    done_.wait(l, [&] { return pending_ == 0; });
+  }
+  job_ = nullptr;
+}
+
+KILN_RUNTIME void pool::grow(int n) {
+  while (static_cast<int>(workers_.size()) < n) workers_.emplace_back([this] { loop(); });
+}
+
+KILN_RUNTIME void pool::loop() {
+  unsigned seen = 0;
+  std::unique_lock<std::mutex> l(m_);
+  for (;;) {
+    if (!(stop_ || generation_ != seen)) {
+      l.unlock();
+      spin_until([&] { return generation_seen_.load(std::memory_order_acquire) != seen; }, worker_spin);
+      l.lock();
+    }
+    cv_.wait(l, [&] { return stop_ || generation_ != seen; });
+    if (stop_) return;
+    seen = generation_;
+    // Nothing to do when the pool was grown for more threads than this region uses, or the
+    // job's chunks are all taken (a with_team caller takes those of workers that woke late):
+    // back to spinning, so that the next job finds this worker awake.
+    if (helpers_ == 0 || next_ >= chunks_) continue;
+    --helpers_;
+    take(l, one_each());
+  }
+}
+
+KILN_RUNTIME void pool::take(std::unique_lock<std::mutex>& l, bool just_one) {
+  while (next_ < chunks_) {
+    const int c = next_++;
+    const std::function<void(int)>* job = job_;
+    l.unlock();
+    run_chunk(*job, c);
+    l.lock();
+    pending_seen_.store(--pending_, std::memory_order_release);
+    if (pending_ == 0) done_.notify_one();
+    if (just_one) break;
+  }
+}
+
+KILN_RUNTIME void watch_fork() {
+#if defined(__unix__) || defined(__APPLE__)
+  static const bool watching = [] {
+    pthread_atfork(nullptr, nullptr, &after_fork_in_child);
+    return true;
+  }();
+  (void)watching;
+#endif
+}
+
+KILN_RUNTIME pool_owner::pool_owner() {
+  watch_fork();
+  live().store(this, std::memory_order_release);
+}
+
+KILN_RUNTIME pool_owner::~pool_owner() {
+  live().store(nullptr, std::memory_order_release);
+  pool* const parent = p->before_fork_;
+  delete p;
+  p = parent;
+}
+
+KILN_RUNTIME void pool_owner::renew() {
+  pool* const fresh = new pool;
+  fresh->before_fork_ = p;
+  p = fresh;
+}
+
+KILN_RUNTIME pool_owner& pool_owner::instance() {
+  static pool_owner o;
+  return o;
+}
+
+KILN_RUNTIME pool& pool::get() { return *pool_owner::instance().p; }
+
+KILN_RUNTIME void after_fork_in_child() {
+  forked_child() = true;
+  if (pool_owner* const o = pool_owner::live().load(std::memory_order_acquire)) o->renew();
+}
+
+KILN_RUNTIME void team::run(int chunks, const std::function<void(int)>& fn) {
+  const std::uint64_t g = (next_.load(std::memory_order_relaxed) >> 32) + 1;
+  slot& s = slots_[g & 1];
+  s.job.store(&fn, std::memory_order_relaxed);
+  s.chunks.store(chunks, std::memory_order_relaxed);
+  pending_.store(chunks, std::memory_order_relaxed);
+  next_.store(g << 32, std::memory_order_release);  // publishes the slot and pending_
+  take(g);
+  for (int i = 1; pending_.load(std::memory_order_acquire) != 0; ++i)
+    if (i % 64 == 0) std::this_thread::yield();
+}
+
+KILN_RUNTIME void team::serve() {
+  std::uint64_t seen = 0;
+  for (int i = 1;; ++i) {
+    const std::uint64_t g = next_.load(std::memory_order_acquire) >> 32;
+    if (g != seen) {
+      seen = g;
+      take(g);
+      i = 0;
+    } else if (closed_.load(std::memory_order_acquire)) {
+      return;
+    } else if (i % 64 == 0) {
+      std::this_thread::yield();
+    }
+  }
+}
+
+KILN_RUNTIME void team::take(std::uint64_t g) {
+  const slot& s = slots_[g & 1];
+  const std::function<void(int)>* job = s.job.load(std::memory_order_relaxed);
+  const int chunks = s.chunks.load(std::memory_order_relaxed);
+  std::uint64_t v = next_.load(std::memory_order_acquire);
+  for (;;) {
+    if ((v >> 32) != g || static_cast<int>(v & 0xffffffffu) >= chunks) return;
+    if (!next_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
+    run_chunk(*job, static_cast<int>(v & 0xffffffffu));
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    v = next_.load(std::memory_order_acquire);
+  }
+}
+#endif  // KILN_DEFINE_RUNTIME
 }  // namespace detail
 
 /// Threads used by the CPU backend's parallel loops.

@@ -33,15 +33,14 @@ struct view {
 class block {
  public:
   block() = default;
-  explicit block(std::size_t bytes)
-      : size_(kiln::detail::storage_cache::rounded_size(bytes)), p_(kiln::detail::storage_cache::get().allocate(size_)) {}
+  KILN_RUNTIME explicit block(std::size_t bytes);
   block(block&& o) noexcept : size_(o.size_), p_(std::exchange(o.p_, nullptr)) {}
   block& operator=(block&& o) noexcept {
     std::swap(size_, o.size_);
     std::swap(p_, o.p_);
     return *this;
   }
-  ~block() { kiln::detail::storage_cache::get().release(p_, size_); }
+  KILN_RUNTIME ~block();
   std::byte* data() const { return p_; }
 
  private:
@@ -127,10 +126,7 @@ struct state {
   const node& at(int i) const { return s.nodes[static_cast<std::size_t>(i)]; }
 
   /// A new contiguous temporary.
-  view temp(dtype dt, const dims& s) {
-    temps.emplace_back(static_cast<std::size_t>(s.numel()) * size_of(dt));
-    return contiguous_view(temps.back().data(), dt, s);
-  }
+  view temp(dtype dt, const dims& s);
 
   /// The element count of node i's numel (a value, not memory).
   index_t numel_of(int i) const {
@@ -150,6 +146,11 @@ struct state {
 };
 
 #if KILN_DEFINE_RUNTIME
+KILN_RUNTIME block::block(std::size_t bytes)
+    : size_(kiln::detail::storage_cache::rounded_size(bytes)), p_(kiln::detail::storage_cache::get().allocate(size_)) {}
+
+KILN_RUNTIME block::~block() { kiln::detail::storage_cache::get().release(p_, size_); }
+
 KILN_RUNTIME void copy_elements(const view& dst, const view& src) {
   const std::size_t size = size_of(dst.dt);
   if (dst.shape.numel() == 0) return;
@@ -244,6 +245,11 @@ KILN_RUNTIME bool reshape_strides(const dims& from, const dims& st, const dims& 
     }
   }
   return v == -1;
+}
+
+KILN_RUNTIME view state::temp(dtype dt, const dims& s) {
+  temps.emplace_back(static_cast<std::size_t>(s.numel()) * size_of(dt));
+  return contiguous_view(temps.back().data(), dt, s);
 }
 
 KILN_RUNTIME view state::view_of(int i) {

@@ -195,25 +195,24 @@ inline void single_concat(state& st, int x) {
 }
 
 /// gather, scatter_add, unfold, fold, rand: their routines (movement.hpp), not templates; fused
-/// attention's (attention.hpp), one instantiation per dtype.
-inline void single_movement(state& st, int x) {
+/// attention's (attention.hpp), one instantiation per dtype. Chosen at compile time, so that a
+/// plan compiles the routines of its own ops only (attention's are large).
+template <op O>
+void single_movement(state& st, int x) {
   const node& n = st.at(x);
   const view out = st.dest[static_cast<std::size_t>(x)];
-  switch (n.o) {
-    case op::gather: run_gather(st.view_of(n.in[0]), st.view_of(n.in[1]), out); break;
-    case op::scatter_add: run_scatter_add(st.view_of(n.in[0]), st.view_of(n.in[1]), out); break;
-    case op::unfold: run_unfold(st.view_of(n.in[0]), out, window_of(n), n.value); break;
-    case op::fold: run_fold(st.view_of(n.in[0]), out, window_of(n)); break;
-    case op::rand: run_rand(st.view_of(n.in[1]), out, n.axes); break;
-    case op::attention:
-      run_attention(st.view_of(n.in[0]), st.view_of(n.in[1]), st.view_of(n.in[2]), st.view_of(n.in[3]), out, n.value != 0);
-      break;
-    case op::attention_grad:
-      run_attention_grad(st.view_of(n.in[0]), st.view_of(n.in[1]), st.view_of(n.in[2]), st.view_of(n.in[3]), out,
-                         n.value != 0);
-      break;
-    default: throw std::logic_error("kiln: cpu: no routine for op " + std::string(name(n.o)));
-  }
+  if constexpr (O == op::gather) run_gather(st.view_of(n.in[0]), st.view_of(n.in[1]), out);
+  else if constexpr (O == op::scatter_add) run_scatter_add(st.view_of(n.in[0]), st.view_of(n.in[1]), out);
+  else if constexpr (O == op::unfold) run_unfold(st.view_of(n.in[0]), out, window_of(n), n.value);
+  else if constexpr (O == op::fold) run_fold(st.view_of(n.in[0]), out, window_of(n));
+  else if constexpr (O == op::rand) run_rand(st.view_of(n.in[1]), out, n.axes);
+  else if constexpr (O == op::attention)
+    run_attention(st.view_of(n.in[0]), st.view_of(n.in[1]), st.view_of(n.in[2]), st.view_of(n.in[3]), out,
+                  n.value != 0);
+  else if constexpr (O == op::attention_grad)
+    run_attention_grad(st.view_of(n.in[0]), st.view_of(n.in[1]), st.view_of(n.in[2]), st.view_of(n.in[3]), out,
+                       n.value != 0);
+  else static_assert(O == op::gather, "kiln: cpu: no routine for this movement op");
 }
 
 /// The descriptor of node x run alone: every operand from memory (constants and counts as
@@ -241,7 +240,7 @@ void run_single(state& st, int x) {
   else if constexpr (D.o == op::matmul) single_matmul<D.dt>(st, x);
   else if constexpr (D.o == op::iota) single_iota<D.dt>(st, x);
   else if constexpr (D.o == op::concat) single_concat(st, x);
-  else if constexpr (is_standalone(D.o)) single_movement(st, x);
+  else if constexpr (is_standalone(D.o)) single_movement<D.o>(st, x);
   else static_assert(D.o == op::concat, "kiln: cpu: no single-node rule for this op");
 }
 
