@@ -144,6 +144,8 @@ def programs_suite(a):
     sep_flags = kiln_flags + ['-DKILN_SEPARATE_COMPILATION']
     for prog in PROGRAMS[1:]:
         jobs.append((prog, 'kiln-separate', os.path.join(here, f'kiln_{prog}.cpp'), sep_flags))
+    jobs.append(('fashion_mnist_example', 'kiln-separate', os.path.join(ROOT, 'examples', 'train_fashion_mnist.cpp'),
+                 sep_flags + [f'-I{os.path.join(ROOT, "examples")}']))
     rows = []
     tmp_rt = tempfile.TemporaryDirectory()
     for cxx in a.compilers.split(','):
