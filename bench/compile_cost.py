@@ -180,7 +180,7 @@ def programs_suite(a):
                                      text=True).stdout.strip(),
             'compilers': {c: compiler_version(c) for c in a.compilers.split(',')},
             'flags': '-std=c++20 -O2, compile and link; kiln: -fopenmp -DKILN_HAVE_OPENMP=1 (kiln-separate: and -DKILN_SEPARATE_COMPILATION, linking the object of <kiln/src.hpp> compiled once); eigen: -fopenmp',
-            'repeat': a.repeat}
+            'repeat': a.repeat, 'kiln_headers': a.include or 'this checkout'}
     out = a.out or os.path.join(ROOT, 'bench', 'results', 'compile.json')
     with open(out, 'w') as f:
         json.dump({'meta': meta, 'rows': rows}, f, indent=1)
