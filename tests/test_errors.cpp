@@ -49,6 +49,16 @@ TEST_CASE("matmul, concat, reshape, slice and broadcast_to check run-time extent
         std::string::npos);
 }
 
+TEST_CASE("a result of more than 2^59 elements is refused before any memory is sized from it") {
+  // empty operands (addressable: their non-zero extents count 2^31) whose product counts 2^62
+  const index_t big = index_t{1} << 31;
+  const tensor<float, 2> a({big, 0}), b({0, big});
+  const std::string cpu = shape_error_of([&] { (void)tensor<float, 2>(matmul(a, b)); });
+  CHECK(cpu.find("matmul: shape [2147483648, 2147483648] has more than 2^59 elements") != std::string::npos);
+  const std::string ref = shape_error_of([&] { (void)eval(matmul(a, b), eager::backend); });
+  CHECK(ref.find("[2147483648, 2147483648] has more than 2^59 elements") != std::string::npos);
+}
+
 TEST_CASE("binding placeholders: wrong shape, wrong dtype, missing or unknown names") {
   auto x = input<"x", f32, shape<dyn, 4>>{};
   auto w = param<"w", f32, shape<4, 2>>{};

@@ -114,6 +114,26 @@ TEST_CASE("reshape works on contiguous tensors and infers one extent") {
   CHECK(c(1) == 6);
 }
 
+TEST_CASE("element counts are checked: a shape whose product overflows is refused, never wrapped") {
+  constexpr index_t max = std::numeric_limits<index_t>::max();
+  const any_tensor a(dtype::f32, dims{12});
+  CHECK_THROWS_WITH_AS(a.reshape(dims{(index_t{1} << 62) + 3, 4}), doctest::Contains("2^59"), shape_error);  // 12 if wrapped
+  CHECK_THROWS_AS(a.reshape(dims{max, max}), shape_error);
+  CHECK_THROWS_AS(a.reshape(dims{dyn, max, 2}), shape_error);
+  CHECK_THROWS_WITH_AS(any_tensor(dtype::f32, dims{(index_t{1} << 62) + 1, 4}), doctest::Contains("2^59"), shape_error);
+  // empty, yet its strides would overflow
+  CHECK_THROWS_AS(any_tensor(dtype::f32, dims{0, index_t{1} << 40, index_t{1} << 40}), shape_error);
+  const any_tensor e(dtype::f32, dims{0, index_t{1} << 40});  // empty and addressable
+  CHECK(e.numel() == 0);
+  CHECK(e.reshape(dims{index_t{1} << 40, 0}).numel() == 0);
+  // a step beyond the extent takes one element and leaves its stride alone (no overflow)
+  const tensor<float, 1> t({5}, {1, 2, 3, 4, 5});
+  const any_tensor v = t.any().slice(0, 1, to_end, index_t{1} << 62);
+  CHECK(v.shape() == dims{1});
+  CHECK(tensor<float, 1>(v.clone())(0) == 2);
+  CHECK(tensor<float, 1>(t.any().slice(0, 0, to_end, max).clone())(0) == 1);
+}
+
 TEST_CASE("assigning a tensor to a temporary view copies elements; to a name rebinds") {
   tensor<float, 2> a({3, 3});
   tensor<float, 1> row({3}, {1, 2, 3});

@@ -61,6 +61,33 @@ struct dims {
   }
 };
 
+/// The most elements a run-time shape may count, over its non-zero extents (so that an empty
+/// tensor's other extents are bounded too): the byte counts, strides and offsets of elements of
+/// up to 16 bytes then never overflow index_t.
+inline constexpr index_t max_elements = index_t{1} << 59;
+
+/// Whether a run-time shape is one kiln can address: no negative (or dyn) extent, and the
+/// product of the non-zero extents at most max_elements (found without overflowing).
+constexpr bool countable(const dims& d) {
+  if (d.rank < 0) return false;
+  index_t n = 1;
+  for (int i = 0; i < d.rank; ++i) {
+    const index_t x = d.e[i];
+    if (x < 0 || (x > 0 && n > max_elements / x)) return false;
+    if (x > 0) n *= x;
+  }
+  return true;
+}
+
+/// countable() for a static shape, whose dyn extents are checked when they are known (a
+/// poisoned shape's mistake is reported where it was made).
+constexpr bool countable_static(dims d) {
+  if (d.poisoned()) return true;
+  for (int i = 0; i < d.rank; ++i)
+    if (d.e[i] == dyn) d.e[i] = 1;
+  return countable(d);
+}
+
 /// A shape carried in a type: `shape<dyn, 784>`.
 template <index_t... E>
 struct shape {

@@ -50,6 +50,12 @@ struct uninitialized_t {
 };
 inline constexpr uninitialized_t uninitialized{};
 
+namespace detail {
+/// The shape `to` of a reshape of run-time shape `from`, its one dyn extent (if any) inferred;
+/// checked: no negative extent, at most 2^59 elements, as many elements as `from`.
+KILN_RUNTIME dims reshape_shape(const dims& from, dims to);
+}  // namespace detail
+
 class any_tensor {
  public:
   any_tensor() = default;
@@ -154,6 +160,8 @@ class any_tensor {
     return padded ? padded : storage_alignment;
   }
   KILN_RUNTIME int wrap_axis(const char* op, int axis) const;
+  /// The shape of a new tensor, checked before anything is computed from it (strides, bytes).
+  KILN_RUNTIME static const dims& allocatable(const dims& shape);
 
   dtype dt_ = dtype::f32;
   std::shared_ptr<std::byte> mem_;
@@ -313,9 +321,7 @@ KILN_RUNTIME any_tensor::any_tensor(dtype dt, const dims& shape) : any_tensor(dt
 }
 
 KILN_RUNTIME any_tensor::any_tensor(dtype dt, const dims& shape, uninitialized_t)
-    : dt_(dt), shape_(shape), strides_(contiguous_strides(shape)) {
-  for (int i = 0; i < shape.rank; ++i)
-    if (shape.e[i] < 0) throw shape_error("tensor", shape, "has a negative or dynamic extent");
+    : dt_(dt), shape_(allocatable(shape)), strides_(contiguous_strides(shape)) {
   // storage from kiln's cache of large freed blocks (core/storage.hpp)
   auto& cache = detail::storage_cache::get();
   const std::size_t size = detail::storage_cache::rounded_size(padded_bytes());
@@ -334,7 +340,9 @@ KILN_RUNTIME any_tensor any_tensor::slice(int axis, index_t begin, index_t end, 
   any_tensor v = *this;
   v.shape_.e[a] = slice_extent(s.begin, s.end, step);
   v.offset_ += s.begin * strides_.e[a];
-  v.strides_.e[a] *= step;
+  // with one element or none the stride never steps (a step beyond the extent would overflow it);
+  // with more, stride * step is at most stride * extent, an offset within the storage
+  if (v.shape_.e[a] > 1) v.strides_.e[a] *= step;
   return v;
 }
 
@@ -362,29 +370,40 @@ KILN_RUNTIME any_tensor any_tensor::transpose(int a, int b) const {
 }
 
 KILN_RUNTIME any_tensor any_tensor::reshape(dims to) const {
-  int infer = -1;
-  index_t known = 1;
-  for (int i = 0; i < to.rank; ++i) {
-    if (to.e[i] == dyn) {
-      if (infer >= 0) throw shape_error("reshape", shape_, to, "are incompatible: more than one inferred extent");
-      infer = i;
-    } else if (to.e[i] < 0) {
-      throw shape_error("reshape", shape_, to, "are incompatible: negative extent");
-    } else {
-      known *= to.e[i];
-    }
-  }
-  if (infer >= 0) {
-    if (known == 0 || numel() % known != 0)
-      throw shape_error("reshape", shape_, to, "are incompatible: cannot infer the dynamic extent");
-    to.e[infer] = numel() / known;
-  }
-  if (to.numel() != numel()) throw shape_error("reshape", shape_, to, "have different element counts");
+  to = detail::reshape_shape(shape_, to);
   if (!is_contiguous()) throw shape_error("reshape", shape_, to, "need a contiguous source: call contiguous() first");
   any_tensor v = *this;
   v.shape_ = to;
   v.strides_ = contiguous_strides(to);
   return v;
+}
+
+KILN_RUNTIME dims detail::reshape_shape(const dims& from, dims to) {
+  int infer = -1;
+  bool zero = false;
+  index_t known = 1;  // the product of the given non-zero extents, bounded as countable() bounds it
+  for (int i = 0; i < to.rank; ++i) {
+    const index_t x = to.e[i];
+    if (x == dyn) {
+      if (infer >= 0) throw shape_error("reshape", from, to, "are incompatible: more than one inferred extent");
+      infer = i;
+    } else if (x < 0) {
+      throw shape_error("reshape", from, to, "are incompatible: negative extent");
+    } else if (x == 0) {
+      zero = true;
+    } else if (known > max_elements / x) {
+      throw shape_error("reshape", from, to, "are incompatible: the target has more than 2^59 elements");
+    } else {
+      known *= x;
+    }
+  }
+  const index_t n = from.numel();  // a run-time shape: countable
+  if (infer >= 0) {
+    if (zero || n % known != 0) throw shape_error("reshape", from, to, "are incompatible: cannot infer the dynamic extent");
+    to.e[infer] = n / known;
+  }
+  if (to.numel() != n) throw shape_error("reshape", from, to, "have different element counts");
+  return to;
 }
 
 KILN_RUNTIME any_tensor any_tensor::clone() const {
@@ -407,6 +426,13 @@ KILN_RUNTIME void any_tensor::copy_from(const any_tensor& src) const {
       });
     });
   });
+}
+
+KILN_RUNTIME const dims& any_tensor::allocatable(const dims& shape) {
+  for (int i = 0; i < shape.rank; ++i)
+    if (shape.e[i] < 0) throw shape_error("tensor", shape, "has a negative or dynamic extent");
+  if (!countable(shape)) throw shape_error("tensor", shape, "has more than 2^59 elements");
+  return shape;
 }
 
 KILN_RUNTIME int any_tensor::wrap_axis(const char* op, int axis) const {

@@ -77,6 +77,9 @@ KILN_ERROR_TYPE(conv2d_shapes_do_not_match, class X KILN_COMMA class Weight KILN
                 "conv2d needs x [n, c, h, w], weight [out, c, kh, kw] with static extents, and bias [out]");
 KILN_ERROR_TYPE(fold_shapes_do_not_match, class Cols KILN_COMMA class Kernel_Stride_Padding_Dilation KILN_COMMA class Output,
                 "fold needs columns [n, c * kh * kw, positions] whose positions are the window's in the output");
+KILN_ERROR_TYPE(shape_has_too_many_elements, op Op KILN_COMMA class Shape,
+                "a shape may count at most 2^59 elements (kiln::max_elements), so that byte counts and "
+                "offsets never overflow");
 KILN_ERROR_TYPE(indices_must_be_integers, op Op KILN_COMMA dtype Index, "indices must be an integer tensor");
 KILN_ERROR_TYPE(gather_shapes_do_not_match, op Op KILN_COMMA class Table KILN_COMMA class Index,
                 "gather needs a table of rank >= 1 (rows on axis 0); scatter_add a source shaped [...index, ...row]");

@@ -101,6 +101,8 @@ template <op O, fixed_string Name, dtype D, class S>
 struct named_leaf : ex::leaf_base<0, 0> {
   static_assert(detail::is_shape<S>::value, "kiln: a placeholder's third argument must be kiln::shape<...>");
   static_assert(Name.size() > 0 && Name.size() <= max_name, "kiln: placeholder names have 1 to 127 characters");
+  static_assert(countable_static(S::value), "kiln: a placeholder's shape may count at most 2^59 elements "
+                                            "(kiln::max_elements), so that byte counts and offsets never overflow");
   static constexpr dtype dt = D;
   static constexpr dims shape = S::value;
   static constexpr auto name = Name;  ///< the placeholder's name, a fixed_string
@@ -323,14 +325,22 @@ constexpr void append_leaf_data(Data& to, const K&... k) {
 template <class R, class... K>
 constexpr auto build(const K&... k) {  // `auto`: g++ instantiates the body (and the record) now
   static_assert(R::make().label().empty(), "kiln: a registered node has no name");
-  constexpr std::uint64_t h = definer_of<R>::hash;
-  id<h, R::tensor_leaves, R::scalar_leaves> r{};
-  if constexpr (sizeof...(K) == 1) {
-    ((r.data = k.data), ...);  // one operand: the same leaf data, copied whole
+  constexpr node n = R::make();
+  if constexpr (!countable_static(n.shape)) {
+    // a broadcast, matmul, window op... of addressable operands whose result is not: the error
+    // names the op and its shape, and a poisoned node keeps it the only one
+    (void)error::shape_has_too_many_elements<n.o, as_shape<n.shape>, false>::value;
+    return invalid<n.dt>{};
   } else {
-    append_leaf_data(r.data, k...);
+    constexpr std::uint64_t h = definer_of<R>::hash;
+    id<h, R::tensor_leaves, R::scalar_leaves> r{};
+    if constexpr (sizeof...(K) == 1) {
+      ((r.data = k.data), ...);  // one operand: the same leaf data, copied whole
+    } else {
+      append_leaf_data(r.data, k...);
+    }
+    return r;
   }
-  return r;
 }
 
 /// The root of kiln::outputs(...) (not an expression: it keeps its operand types, which are

@@ -172,6 +172,7 @@ constexpr graph walk(const record& top, binding* bind = nullptr) {
   g.leaves = leaves;
   return g;
 }
+
 }  // namespace detail
 
 /// The frozen graph of expression type E: one output, the expression's value, or one per

@@ -81,10 +81,6 @@ inline dims broadcast_strides(const view& v, const dims& to) {
 
 KILN_RUNTIME dims broadcast_or_throw(op o, const dims& a, const dims& b);
 
-/// The target of a reshape with its one dyn extent (if any) inferred, checked as
-/// any_tensor::reshape checks it.
-KILN_RUNTIME dims reshape_target(const dims& from, dims to);
-
 /// Strides that view a tensor of shape `from` with strides `st` as shape `to` without a copy
 /// (the rule of torch's view(): each run of `from` axes that are contiguous among themselves
 /// must be split exactly by `to`), or false when the layout does not allow it.
@@ -204,26 +200,6 @@ KILN_RUNTIME dims broadcast_or_throw(op o, const dims& a, const dims& b) {
   return r.shape;
 }
 
-KILN_RUNTIME dims reshape_target(const dims& from, dims to) {
-  int infer = -1;
-  index_t known = 1;
-  for (int i = 0; i < to.rank; ++i) {
-    if (to.e[i] == dyn) {
-      if (infer >= 0) throw shape_error("reshape", from, to, "are incompatible: more than one inferred extent");
-      infer = i;
-    } else {
-      known *= to.e[i];
-    }
-  }
-  if (infer >= 0) {
-    if (known == 0 || from.numel() % known != 0)
-      throw shape_error("reshape", from, to, "are incompatible: cannot infer the dynamic extent");
-    to.e[infer] = from.numel() / known;
-  }
-  if (to.numel() != from.numel()) throw shape_error("reshape", from, to, "have different element counts");
-  return to;
-}
-
 KILN_RUNTIME bool reshape_strides(const dims& from, const dims& st, const dims& to, dims& out) {
   out = contiguous_strides(to);
   if (from.numel() == 0 || from.rank == 0) return true;
@@ -284,7 +260,8 @@ KILN_RUNTIME view state::view_of(int i) {
       case op::slice: {
         const slice_bounds b = resolve_slice(x.shape.e[n.axis], n.begin, n.end, n.step);
         v.p = x.p + b.begin * x.strides.e[n.axis] * static_cast<index_t>(size_of(x.dt));
-        v.strides.e[n.axis] = x.strides.e[n.axis] * n.step;
+        // as any_tensor::slice: no stride steps over one element (a huge step would overflow it)
+        if (v.shape.e[n.axis] > 1) v.strides.e[n.axis] = x.strides.e[n.axis] * n.step;
         break;
       }
       case op::broadcast: v.strides = broadcast_strides(x, v.shape); break;
@@ -338,7 +315,7 @@ KILN_RUNTIME void state::resolve_shapes() {
       }
       case op_kind::shape:
         switch (n.o) {
-          case op::reshape: r = reshape_target(in(0), n.shape); break;
+          case op::reshape: r = kiln::detail::reshape_shape(in(0), n.shape); break;
           case op::permute:
             r = in(0);
             for (int a = 0; a < r.rank; ++a) r.e[a] = in(0).e[n.perm[a]];
@@ -419,6 +396,9 @@ KILN_RUNTIME void state::resolve_shapes() {
       default:
         throw std::logic_error("kiln: cpu: op " + std::string(name(n.o)) + " reached the backend (not a primitive)");
     }
+    // before anything sizes memory from it: a broadcast or a matmul of addressable operands can
+    // still count more elements than any byte count holds
+    if (!countable(r)) throw shape_error(name(n.o), r, "has more than 2^59 elements");
   }
 }
 #endif  // KILN_DEFINE_RUNTIME
