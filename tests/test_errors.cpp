@@ -71,6 +71,9 @@ TEST_CASE("binding placeholders: wrong shape, wrong dtype, missing or unknown na
   CHECK(shape_error_of([&] { eval(y, {{"x", wrong}, {"w", wv}}); }).find("input 'x'") != std::string::npos);
   CHECK_THROWS_WITH_AS(eval(y, {{"x", xv}, {"w", wd}}), "kiln: param 'w': expected dtype f32, got f64", dtype_error);
   CHECK_THROWS_WITH_AS(eval(y, {{"x", xv}}), "kiln: eval: no tensor bound to param 'w'", std::invalid_argument);
+  // a name bound twice is a mistake, not "the last one wins"
+  CHECK_THROWS_WITH_AS(eval(y, {{"x", xv}, {"w", wv}, {"x", xv}}), "kiln: eval: two tensors are bound to 'x'",
+                       std::invalid_argument);
   CHECK_THROWS_WITH_AS(eval(y, {{"x", xv}, {"w", wv}, {"z", wv}}),
                        "kiln: eval: the graph has no input or param named 'z'", std::invalid_argument);
   tensor<float, 2> undefined;

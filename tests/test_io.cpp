@@ -707,6 +707,12 @@ TEST_CASE("idx: gzip-compressed files, one or several members; corrupt ones are 
   has(idx_error(gz, small), "decompresses to more than");
   small.max_bytes = raw.size();
   CHECK(same_bits(io::parse_idx(gz, small), want));
+  small.max_bytes = UINT64_MAX;  // no limit (the room past the limit used to wrap to 0)
+  CHECK(same_bits(io::parse_idx(gz, small), want));
+  // a forged size trailer is found out at the end, whatever it made the first buffer
+  auto forged = gz;
+  for (std::size_t i = 1; i <= 4; ++i) forged[gz.size() - i] = std::byte{0xff};
+  has(idx_error(forged, opt), "gzip: the compressed data is corrupt");
   // gzip inside gzip is not IDX.
   has(idx_error(gzip(gz), opt), "magic number must start with two zero bytes (this is gzip data)");
 }

@@ -278,6 +278,18 @@ TEST_CASE("a trainer learns, and resuming from its checkpoint continues to the b
   CHECK_THROWS(d.load(path));  // holds Adam's moments, which SGD has no place for
   CHECK(std::memcmp(before.data(), d.params().at("tiny.0.weight").bytes(), 96 * 4) == 0);
   CHECK(d.steps() == 0);
+  // the step count is read strictly (it was std::stoll: "12abc" read as 12, "-5" accepted), and
+  // a refused file changes nothing
+  const io::tensor_map saved = io::load_safetensors(path);
+  for (const std::string bad : {"12abc", "-5", "", " 12", "+3", "99999999999999999999"}) {
+    CAPTURE(bad);
+    io::save_safetensors(path, saved, {{"kiln.step", bad}});
+    CHECK_THROWS_WITH_AS(c.load(path), doctest::Contains("not a count of steps"), io::format_error);
+    CHECK(c.steps() == 40);
+  }
+  io::save_safetensors(path, saved, {{"kiln.step", "7"}});
+  CHECK(c.load(path).at("kiln.step") == "7");
+  CHECK(c.steps() == 7);
   std::filesystem::remove(path);
 }
 

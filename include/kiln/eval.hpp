@@ -474,6 +474,10 @@ KILN_RUNTIME std::vector<any_tensor> leaves_with_data(std::span<const node> node
 
 KILN_RUNTIME std::vector<any_tensor> bind_feeds(std::span<const node> nodes, std::vector<any_tensor> leaves,
                                                 std::span<const feed> feeds) {
+  for (std::size_t i = 0; i < feeds.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (feeds[i].name == feeds[j].name)
+        throw std::invalid_argument("kiln: eval: two tensors are bound to '" + std::string(feeds[i].name) + "'");
   std::vector<char> used(feeds.size(), 0);
   for (const node& n : nodes) {
     if (n.o != op::input && n.o != op::param) continue;

@@ -37,17 +37,18 @@ inline std::vector<std::byte> gunzip(std::span<const std::byte> in, const std::s
 
   const auto fail = [&](const std::string& what) -> format_error { return format_error(name, "gzip: " + what); };
   std::vector<std::byte> out;
-  // The last 4 bytes of a gzip member are its size modulo 2^32: a good first guess, if it is
-  // plausible (deflate compresses at most about 1032:1) and not huge (the trailer may be
-  // corrupt); the buffer doubles from there.
+  // Room for one byte past the limit, to see it crossed (max_out may be the largest value).
+  const std::uint64_t cap = std::min<std::uint64_t>(max_out, SIZE_MAX - 1) + 1;
+  // The last 4 bytes of a gzip member are its size modulo 2^32: a first guess, believed only
+  // up to 8 times the input (the trailer is not checked until the end, and may be forged); the
+  // buffer doubles from there as the data proves larger.
   std::uint64_t guess = 1 << 16;
   if (in.size() >= 18) {
     std::uint64_t isize = 0;
     for (int i = 1; i <= 4; ++i) isize = (isize << 8) | std::to_integer<unsigned>(in[in.size() - static_cast<std::size_t>(i)]);
-    const std::uint64_t plausible = std::min<std::uint64_t>(std::uint64_t{in.size()} * 1032, std::uint64_t{1} << 28);
-    guess = std::max<std::uint64_t>(guess, std::min(isize + 1, plausible));  // +1: room to see the end
+    guess = std::max<std::uint64_t>(guess, std::min<std::uint64_t>(isize + 1, std::uint64_t{in.size()} * 8));
   }
-  out.resize(static_cast<std::size_t>(std::min(guess, max_out + 1)));
+  out.resize(static_cast<std::size_t>(std::min(guess, cap)));
   std::size_t produced = 0, fed = 0;
   for (;;) {
     if (z.avail_in == 0 && fed < in.size()) {
@@ -58,7 +59,7 @@ inline std::vector<std::byte> gunzip(std::span<const std::byte> in, const std::s
     }
     if (produced == out.size()) {
       if (produced > max_out) throw fail("decompresses to more than " + std::to_string(max_out) + " bytes");
-      out.resize(static_cast<std::size_t>(std::min<std::uint64_t>(std::uint64_t{out.size()} * 2, max_out + 1)));
+      out.resize(static_cast<std::size_t>(std::min<std::uint64_t>(std::uint64_t{out.size()} * 2, cap)));
     }
     const std::size_t room = std::min<std::size_t>(out.size() - produced, UINT_MAX);
     z.next_out = reinterpret_cast<Bytef*>(out.data() + produced);

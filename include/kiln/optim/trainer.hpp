@@ -10,6 +10,7 @@
 // `optim::trainer tr(loss, params, opt, initial, optim::no_clipping{}, kiln::eager::backend)`.
 #pragma once
 
+#include <charconv>
 #include <cstdint>
 #include <filesystem>
 #include <span>
@@ -161,13 +162,22 @@ class trainer {
     const io::metadata_map md = io::read_safetensors_header(path).metadata;
     const auto it = md.find("kiln.step");
     if (it == md.end()) throw io::format_error(path.string(), "no \"kiln.step\" in the metadata: not a kiln checkpoint");
-    const std::int64_t t = std::stoll(it->second);
+    const std::int64_t t = parse_step(path, it->second);
     io::load_into(path, all);
     t_ = t;
     return md;
   }
 
  private:
+  /// "kiln.step" as save() writes it: decimal digits, a count of steps (0 or more).
+  static std::int64_t parse_step(const std::filesystem::path& path, const std::string& v) {
+    std::int64_t t = 0;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), t);
+    if (v.empty() || v[0] == '-' || ec != std::errc{} || end != v.data() + v.size())
+      throw io::format_error(path.string(), "\"kiln.step\" is \"" + v + "\", not a count of steps");
+    return t;
+  }
+
   static constexpr bool uses_seed = detail::step_reads<Step, seed_input>;
   using hyper_slots =
       typename detail::hyper_slots_of<Step, decltype(std::declval<const Opt&>().hypers(std::int64_t{1}) +
