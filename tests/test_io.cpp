@@ -11,6 +11,8 @@
 
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -542,6 +544,46 @@ TEST_CASE("safetensors: a failed save leaves the destination as it was and no te
   // Reading a directory or a missing file is an OS error, not a format error.
   CHECK_THROWS_AS((void)io::load_safetensors(dir.path), fs::filesystem_error);
   CHECK_THROWS_AS((void)io::load_safetensors(dir.path / "missing"), fs::filesystem_error);
+}
+
+TEST_CASE("safetensors: saving keeps the replaced file's mode, writes through a link, cleans a dead writer's temporaries") {
+  temp_dir dir;
+  const fs::path file = dir.path / "ckpt.safetensors";
+  const io::tensor_map t{{"a", random_tensor(dtype::f32, {3, 4})}};
+  io::save_safetensors(file, t);
+  // a private checkpoint stays private (the new file used to get 0666 & ~umask)
+  fs::permissions(file, fs::perms::owner_read | fs::perms::owner_write);
+  io::save_safetensors(file, t);
+  CHECK(fs::status(file).permissions() == (fs::perms::owner_read | fs::perms::owner_write));
+  // through a symbolic link: the link stays, its target is replaced
+  const fs::path link = dir.path / "latest.safetensors";
+  fs::create_symlink("ckpt.safetensors", link);
+  const io::tensor_map u{{"a", random_tensor(dtype::f32, {3, 4})}};
+  io::save_safetensors(link, u);
+  CHECK(fs::is_symlink(fs::symlink_status(link)));
+  CHECK(same_bits(io::load_safetensors(file).at("a"), u.at("a")));
+  // a temporary left by a killed save of the same file (its process is gone) is removed; one
+  // of a live process, and one of another file, are not
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) ::_exit(0);
+  REQUIRE(::waitpid(child, nullptr, 0) == child);
+  const fs::path stale = dir.path / (".ckpt.safetensors.tmp-" + std::to_string(child) + "-0");
+  const fs::path live = dir.path / (".ckpt.safetensors.tmp-" + std::to_string(::getpid()) + "-999");
+  const fs::path other = dir.path / (".other.safetensors.tmp-" + std::to_string(child) + "-0");
+  for (const fs::path& p : {stale, live, other}) write_bytes(p, to_bytes("partial"));
+  io::save_safetensors(file, t);
+  CHECK(!fs::exists(stale));
+  CHECK(fs::exists(live));
+  CHECK(fs::exists(other));
+}
+
+TEST_CASE("safetensors and idx: a FIFO is refused at once, not waited on") {
+  temp_dir dir;
+  const fs::path fifo = dir.path / "pipe.safetensors";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH_AS((void)io::read_safetensors_header(fifo), doctest::Contains("not a regular file"), fs::filesystem_error);
+  CHECK_THROWS_AS((void)io::read_idx(fifo, {}), fs::filesystem_error);
 }
 
 // ---- IDX --------------------------------------------------------------------------------------

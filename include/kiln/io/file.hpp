@@ -1,12 +1,15 @@
 // kiln/io/file.hpp: what kiln's file readers and writers share: the error for malformed files,
 // positioned reads that check every byte arrived, and atomic replacement of a file (write a
-// temporary file in the same directory, fsync it, rename it over the destination).
+// temporary file in the same directory, fsync it, rename it over the destination), as careful
+// tools do it: the replaced file's permissions kept, a symbolic link written through to its
+// target, temporaries that a killed writer left for the same destination removed.
 //
 // POSIX only (open/pread/fsync/rename): rename(2) within one directory is what makes the
 // replacement atomic, and fsync is what makes it survive a crash.
 #pragma once
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -83,7 +86,9 @@ class input_file {
 /// Writes a new file under a temporary name next to `dest`; commit() makes it durable and
 /// renames it over `dest` in one step. If commit() is not reached (an exception), the
 /// destructor removes the temporary file, so `dest` is either the old file or the complete new
-/// one, never a partial write.
+/// one, never a partial write. A `dest` that is a symbolic link is written through: its target
+/// is replaced, the link stays. The new file gets the permission bits of the file it replaces.
+/// Temporaries of the same destination whose writing process no longer exists are removed.
 class atomic_output_file {
  public:
   KILN_RUNTIME explicit atomic_output_file(const std::filesystem::path& dest);
@@ -101,6 +106,9 @@ class atomic_output_file {
   KILN_RUNTIME void commit();
 
  private:
+  /// Removes dir's files named `stem` + "<pid>-<n>" whose process `pid` is gone.
+  KILN_RUNTIME static void remove_stale_temporaries(const std::filesystem::path& dir, const std::string& stem);
+
   std::filesystem::path dest_, tmp_;
   int fd_ = -1;
   bool committed_ = false;
@@ -135,7 +143,9 @@ KILN_RUNTIME std::string quote_name(std::string_view name) {
 }
 
 KILN_RUNTIME input_file::input_file(const std::filesystem::path& p) : path_(p), name_(p.string()) {
-  do fd_ = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO (or a device) must not wait for a writer; the file is refused
+  // below unless it is regular, for which the flag changes nothing
+  do fd_ = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   while (fd_ < 0 && errno == EINTR);
   if (fd_ < 0) throw_errno("cannot open the file for reading", p, errno);
   struct stat st {};
@@ -172,14 +182,45 @@ KILN_RUNTIME void input_file::read(std::uint64_t offset, void* dst, std::size_t 
 KILN_RUNTIME atomic_output_file::atomic_output_file(const std::filesystem::path& dest) : dest_(dest) {
   if (dest.filename().empty() || dest.filename() == "." || dest.filename() == "..")
     throw std::invalid_argument("kiln: cannot write to " + dest.string() + ": it names no file");
+  // through symbolic links to the file they name (as `cp` and editors write), at most 40 deep
+  for (int depth = 0; std::filesystem::is_symlink(std::filesystem::symlink_status(dest_)); ++depth) {
+    if (depth == 40) throw_errno("too many levels of symbolic links", dest, ELOOP);
+    const std::filesystem::path target = std::filesystem::read_symlink(dest_);
+    dest_ = target.is_absolute() ? target : dest_.parent_path() / target;
+  }
+  const std::filesystem::path dir = dest_.parent_path().empty() ? std::filesystem::path(".") : dest_.parent_path();
+  const std::string stem = "." + dest_.filename().string() + ".tmp-";
+  remove_stale_temporaries(dir, stem);
   static std::atomic<unsigned> counter{0};
-  const std::filesystem::path dir = dest.parent_path();
-  tmp_ = (dir.empty() ? std::filesystem::path(".") : dir) /
-         ("." + dest.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" +
-          std::to_string(counter.fetch_add(1)));
+  tmp_ = dir / (stem + std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1)));
   do fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   while (fd_ < 0 && errno == EINTR);
   if (fd_ < 0) throw_errno("cannot create a temporary file to write " + dest.string(), tmp_, errno);
+  struct stat st {};
+  if (::stat(dest_.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::fchmod(fd_, st.st_mode & 07777) != 0) {
+    const int err = errno;
+    ::close(std::exchange(fd_, -1));
+    ::unlink(tmp_.c_str());
+    throw_errno("cannot give the new file the permissions of", dest_, err);
+  }
+}
+
+KILN_RUNTIME void atomic_output_file::remove_stale_temporaries(const std::filesystem::path& dir,
+                                                               const std::string& stem) {
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.compare(0, stem.size(), stem) != 0) continue;
+    // ".<file>.tmp-<pid>-<n>": the writer's process id, then its counter
+    const std::size_t dash = name.find('-', stem.size());
+    if (dash == std::string::npos || dash == stem.size() || dash + 1 == name.size()) continue;
+    bool digits = true;
+    for (std::size_t i = stem.size(); i < name.size(); ++i)
+      digits = digits && (i == dash || (name[i] >= '0' && name[i] <= '9'));
+    if (!digits || dash - stem.size() > 9) continue;
+    const auto pid = static_cast<pid_t>(std::stol(name.substr(stem.size(), dash - stem.size())));
+    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) (void)::unlink(it->path().c_str());  // best effort
+  }
 }
 
 KILN_RUNTIME void atomic_output_file::write(const void* src, std::size_t n) {

@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -96,6 +97,10 @@ struct load_options {
   /// load_into: ignore tensors in the file that the destinations do not name (by default
   /// they are an error, so that a checkpoint of another model is not half-used silently).
   bool allow_extra = false;
+  /// load_into: called with the file's metadata once the whole file has been read and checked,
+  /// before any destination is written; an exception it throws refuses the file (a
+  /// checkpoint's step count, say, checked from the same read as its tensors).
+  std::function<void(const metadata_map&)> accept = nullptr;
 };
 
 namespace detail {
@@ -280,6 +285,7 @@ metadata_map load_into(const Source& src, const tensor_map& dst, const load_opti
   std::vector<any_tensor> loaded;
   loaded.reserve(jobs.size());
   for (const auto& [d, info] : jobs) loaded.push_back(read_tensor(src, h, *info));
+  if (opt.accept) opt.accept(h.metadata);
   for (std::size_t i = 0; i < jobs.size(); ++i) copy_bits(*jobs[i].first, loaded[i]);
   return std::move(h.metadata);
 }

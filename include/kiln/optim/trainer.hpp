@@ -159,11 +159,15 @@ class trainer {
   /// changed unless the whole file is valid). Returns the file's metadata.
   io::metadata_map load(const std::filesystem::path& path) {
     const io::tensor_map all = by_name();  // the same storage as the sets
-    const io::metadata_map md = io::read_safetensors_header(path).metadata;
-    const auto it = md.find("kiln.step");
-    if (it == md.end()) throw io::format_error(path.string(), "no \"kiln.step\" in the metadata: not a kiln checkpoint");
-    const std::int64_t t = parse_step(path, it->second);
-    io::load_into(path, all);
+    // the step is checked from the same read of the file as the tensors, before they are written
+    std::int64_t t = 0;
+    io::load_options opt;
+    opt.accept = [&](const io::metadata_map& md) {
+      const auto it = md.find("kiln.step");
+      if (it == md.end()) throw io::format_error(path.string(), "no \"kiln.step\" in the metadata: not a kiln checkpoint");
+      t = parse_step(path, it->second);
+    };
+    io::metadata_map md = io::load_into(path, all, opt);
     t_ = t;
     return md;
   }
