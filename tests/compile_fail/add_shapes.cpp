@@ -4,6 +4,7 @@
 // expect: op::add
 // expect: shape<3, 4>
 // expect: shape<5>
+// expect: kiln: operand shapes cannot be broadcast together
 #include <kiln/kiln.hpp>
 using namespace kiln;
 int main() {

@@ -1,6 +1,7 @@
 // Assigning a rank-2 expression to a rank-1 tensor.
 // expect-errors: 1
 // expect: rank is not R
+// expect: kiln: tensor<T, R> = expression: the expression's rank i
 #include <kiln/kiln.hpp>
 using namespace kiln;
 int main() {

@@ -10,3 +10,4 @@ int main() {
 }
 // expect-errors: 1
 // expect: needs #include <kiln/eval.hpp>
+// expect: kiln: evaluating an expression into a tensor needs #incl

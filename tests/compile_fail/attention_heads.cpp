@@ -3,6 +3,7 @@
 // expect: attention_shapes_do_not_match
 // expect: shape<2, 4, 7, 8>
 // expect: shape<2, 3, 9, 8>
+// expect: kiln: scaled_dot_product_attention needs q ...., h, tq,
 #include <kiln/kiln.hpp>
 using namespace kiln;
 int main() {

@@ -2,6 +2,7 @@
 // expect-errors: 1
 // expect: attention_default_scale_needs_a_static_head_size
 // expect: shape<-1, 4, -1>
+// expect: kiln: scaled_dot_product_attention's default scale 1 / s
 #include <kiln/kiln.hpp>
 using namespace kiln;
 int main() {

@@ -3,6 +3,7 @@
 // expect: axis_out_of_range
 // expect: op::sum
 // expect: axes<5>
+// expect: kiln: axis out of range for this shape
 #include <kiln/kiln.hpp>
 using namespace kiln;
 int main() {

@@ -3,6 +3,7 @@
 // expect: no_tensor_bound_to<kiln::op::param
 // expect: named<(kiln::fixed_string<3>{"w2"}|'w', '2')>
 // expect: no tensor is bound to this placeholder
+// expect: kiln: eval: no tensor is bound to this placeholder of th
 #include <kiln/kiln.hpp>
 using namespace kiln;
 using X = input<"x", f32, shape<dyn, 784>>;

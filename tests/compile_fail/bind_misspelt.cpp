@@ -4,6 +4,7 @@
 // expect: not_a_placeholder_of_this_expression<kiln::op::param
 // expect: named<(kiln::fixed_string<3>{"W1"}|'W', '1')>
 // expect: a misspelt name
+// expect: kiln: eval: a tensor is bound to a placeholder that the
 #include <kiln/kiln.hpp>
 using namespace kiln;
 using X = input<"x", f32, shape<dyn, 784>>;

@@ -4,6 +4,7 @@
 // expect: named<(kiln::fixed_string<2>{"x"}|'x')>
 // expect: kiln::tensor<double, 2>
 // expect: element type or rank is not the placeholder's
+// expect: kiln: the bound tensor's element type or rank is not the
 #include <kiln/kiln.hpp>
 using namespace kiln;
 using X = input<"x", f32, shape<dyn, 784>>;

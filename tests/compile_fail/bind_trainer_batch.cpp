@@ -3,6 +3,7 @@
 // expect-errors: 1
 // expect: no_tensor_bound_to<kiln::op::input
 // expect: named<(kiln::fixed_string<2>{"y"}|'y')>
+// expect: kiln: eval: no tensor is bound to this placeholder of th
 #include <kiln/kiln.hpp>
 #include <kiln/optim.hpp>
 using namespace kiln;

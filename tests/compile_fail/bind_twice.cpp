@@ -3,6 +3,7 @@
 // expect: placeholder_bound_twice<kiln::op::input
 // expect: named<(kiln::fixed_string<2>{"x"}|'x')>
 // expect: two tensors are bound to this placeholder
+// expect: kiln: eval: two tensors are bound to this placeholder .t
 #include <kiln/kiln.hpp>
 using namespace kiln;
 using X = input<"x", f32, shape<dyn, 784>>;

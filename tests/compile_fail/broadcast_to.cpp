@@ -3,6 +3,7 @@
 // expect: cannot_broadcast_to
 // expect: shape<2, 3>
 // expect: shape<4, 3>
+// expect: kiln: shape cannot be broadcast to the target shape
 #include <kiln/kiln.hpp>
 using namespace kiln;
 int main() {

@@ -3,6 +3,7 @@
 // expect: concat_shapes_do_not_match
 // expect: shape<3, 4>
 // expect: shape<2, 5>
+// expect: kiln: concat needs equal extents on every axis but the c
 #include <kiln/kiln.hpp>
 using namespace kiln;
 int main() {

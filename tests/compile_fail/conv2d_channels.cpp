@@ -3,6 +3,7 @@
 // expect: conv2d_shapes_do_not_match
 // expect: shape<-1, 3, 28, 28>
 // expect: shape<8, 4, 3, 3>
+// expect: kiln: conv2d needs x .n, c, h, w., weight .out, c, kh, k
 #include <kiln/kiln.hpp>
 using namespace kiln;
 int main() {

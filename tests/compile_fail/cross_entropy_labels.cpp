@@ -2,6 +2,7 @@
 // expect-errors: 1
 // expect: labels_must_be_integers
 // expect: dtype::f32
+// expect: kiln: cross_entropy needs integer labels
 #include <kiln/kiln.hpp>
 using namespace kiln;
 int main() {

@@ -2,6 +2,7 @@
 // expect-errors: 1
 // expect: axis_out_of_range
 // expect: axes<0, 0>
+// expect: kiln: axis out of range for this shape
 #include <kiln/kiln.hpp>
 using namespace kiln;
 int main() {

@@ -2,6 +2,7 @@
 // expect-errors: 1
 // expect: shapes_do_not_broadcast
 // expect: shape<3, 4>
+// expect: kiln: operand shapes cannot be broadcast together
 #include <kiln/kiln.hpp>
 using namespace kiln;
 int main() {

@@ -3,6 +3,7 @@
 // expect: indices_must_be_integers
 // expect: gather
 // expect: f32
+// expect: kiln: indices must be an integer tensor
 #include <kiln/kiln.hpp>
 using namespace kiln;
 int main() {

@@ -2,6 +2,7 @@
 // expect-errors: 1
 // expect: grad_needs_a_scalar_loss
 // expect: shape<3, 4>
+// expect: kiln: grad needs a rank-0 loss .reduce it first, e.g. wi
 #include <kiln/kiln.hpp>
 using namespace kiln;
 int main() {

@@ -2,6 +2,7 @@
 // expect-errors: 1
 // expect: grad_is_taken_with_respect_to_a_placeholder
 // expect: op::bound
+// expect: kiln: grad and jvp differentiate with respect to a place
 #include <kiln/kiln.hpp>
 using namespace kiln;
 int main() {

@@ -3,6 +3,7 @@
 // expect: layer_norm_shapes_do_not_match
 // expect: shape<8, 4>
 // expect: shape<5>
+// expect: kiln: layer_norm needs gamma and beta of equal shape cov
 #include <kiln/kiln.hpp>
 using namespace kiln;
 int main() {

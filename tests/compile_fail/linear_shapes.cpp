@@ -3,6 +3,7 @@
 // expect: linear_shapes_do_not_match
 // expect: shape<-1, 4>
 // expect: shape<3, 5>
+// expect: kiln: linear needs x ...., in., w .out, in. and b .out.
 #include <kiln/kiln.hpp>
 using namespace kiln;
 int main() {

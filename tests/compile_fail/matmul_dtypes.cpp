@@ -3,6 +3,7 @@
 // expect-errors: 1
 // expect: matmul_dtypes_differ
 // expect: cast one with kiln::cast
+// expect: kiln: matmul needs operands of one dtype, as PyTorch doe
 #include <kiln/kiln.hpp>
 using namespace kiln;
 int main() {

@@ -3,6 +3,7 @@
 // expect: matmul_shapes_do_not_match
 // expect: shape<2, 3>
 // expect: shape<4, 5>
+// expect: kiln: matmul needs ...., m, k. x ...., k, n. with broadc
 #include <kiln/kiln.hpp>
 using namespace kiln;
 int main() {

@@ -3,6 +3,7 @@
 // expect: matmul_shapes_do_not_match
 // expect: shape<3>
 // expect: shape<3, 4>
+// expect: kiln: matmul needs ...., m, k. x ...., k, n. with broadc
 #include <kiln/kiln.hpp>
 using namespace kiln;
 int main() {

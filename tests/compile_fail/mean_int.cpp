@@ -3,6 +3,7 @@
 // expect: dtype_not_supported
 // expect: op::mean
 // expect: dtype::i32
+// expect: kiln: this op does not accept this dtype
 #include <kiln/kiln.hpp>
 using namespace kiln;
 int main() {

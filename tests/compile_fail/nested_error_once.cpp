@@ -4,6 +4,7 @@
 // expect: op::mul
 // expect: shape<8, 16>
 // expect: shape<8, 15>
+// expect: kiln: operand shapes cannot be broadcast together
 #include <kiln/kiln.hpp>
 using namespace kiln;
 int main() {

@@ -2,6 +2,7 @@
 // expect-errors: 1
 // expect: not_a_permutation
 // expect: perm<257, 0>
+// expect: kiln: permute needs each axis exactly once
 #include <kiln/kiln.hpp>
 using namespace kiln;
 int main() {

@@ -3,6 +3,7 @@
 // expect: not_a_permutation
 // expect: shape<3, 4>
 // expect: perm<0, 0>
+// expect: kiln: permute needs each axis exactly once
 #include <kiln/kiln.hpp>
 using namespace kiln;
 int main() {

@@ -3,6 +3,7 @@
 // expect: window_does_not_fit
 // expect: max_pool2d
 // expect: shape<-1, 2, 4, 4>
+// expect: kiln: a 2-D window op needs x .n, c, h, w. with static c
 #include <kiln/kiln.hpp>
 using namespace kiln;
 int main() {

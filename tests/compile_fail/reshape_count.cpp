@@ -3,6 +3,7 @@
 // expect: reshape_element_counts_differ
 // expect: shape<3, 4>
 // expect: shape<5, 5>
+// expect: kiln: reshape must keep the element count .at most one e
 #include <kiln/kiln.hpp>
 using namespace kiln;
 int main() {

@@ -4,6 +4,7 @@
 // expect: op::broadcast
 // expect: shape<2147483648, 2147483648>
 // expect: at most 2.59 elements
+// expect: kiln: a shape may count at most 2.59 elements .kiln::max
 #include <kiln/kiln.hpp>
 using namespace kiln;
 int main() {

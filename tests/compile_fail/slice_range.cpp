@@ -3,6 +3,7 @@
 // expect: slice_out_of_range
 // expect: shape<3, 4>
 // expect: slice_args<1, 0, 9, 1>
+// expect: kiln: slice needs 0 <= begin <= end <= extent .negatives
 #include <kiln/kiln.hpp>
 using namespace kiln;
 int main() {

@@ -4,6 +4,7 @@
 // expect: op::sum
 // expect: shape<3, 4>
 // expect: axes<2>
+// expect: kiln: axis out of range for this shape
 #include <kiln/kiln.hpp>
 using namespace kiln;
 int main() {

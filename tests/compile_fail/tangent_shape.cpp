@@ -3,6 +3,7 @@
 // expect: tangent_shape_does_not_match
 // expect: shape<3>
 // expect: shape<4>
+// expect: kiln: a tangent needs its input's shape
 #include <kiln/kiln.hpp>
 using namespace kiln;
 int main() {

@@ -2,6 +2,7 @@
 // expect-errors: 1
 // expect: where_condition_not_bool
 // expect: dtype::f32
+// expect: kiln: where needs a bool condition
 #include <kiln/kiln.hpp>
 using namespace kiln;
 int main() {

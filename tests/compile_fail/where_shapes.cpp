@@ -4,6 +4,7 @@
 // expect: op::where
 // expect: shape<2, 3>
 // expect: shape<3, 2>
+// expect: kiln: operand shapes cannot be broadcast together
 #include <kiln/kiln.hpp>
 using namespace kiln;
 int main() {
