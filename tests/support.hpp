@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>
 #include <kiln/kiln.hpp>
 
+#include "seed.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -13,22 +15,6 @@
 #include <vector>
 
 namespace kt {
-
-/// A generator seeded from std::random_device, or from KILN_TEST_SEED to replay a run; the
-/// seed is reported if a check fails.
-inline std::mt19937_64& rng() {
-  static const std::uint64_t seed = [] {
-    const char* s = std::getenv("KILN_TEST_SEED");
-    return s && *s ? std::strtoull(s, nullptr, 10) : std::uint64_t{std::random_device{}()};
-  }();
-  static std::mt19937_64 g(seed);
-  static const bool once = [] {
-    MESSAGE("random seed " << seed);
-    return true;
-  }();
-  (void)once;
-  return g;
-}
 
 template <class T, int R>
 kiln::tensor<T, R> random(const std::array<kiln::index_t, R>& shape, double lo = -2, double hi = 2) {

@@ -7,6 +7,8 @@
 #include <doctest/doctest.h>
 #include <kiln/backend/cpu/gemm.hpp>
 
+#include "seed.hpp"
+
 #include <cmath>
 #include <condition_variable>
 #include <cstdint>
@@ -50,16 +52,7 @@ using cpu::matrix_ref;
 namespace {
 
 // Fresh random inputs on every run; the seed is printed when a check fails.
-std::mt19937_64& rng() {
-  static const std::uint64_t seed = std::random_device{}();
-  static std::mt19937_64 g(seed);
-  static const bool once = [] {
-    MESSAGE("random seed " << seed);
-    return true;
-  }();
-  (void)once;
-  return g;
-}
+using kt::rng;  // KILN_TEST_SEED replays it (seed.hpp)
 
 template <class T> T random_value(double lo = -2, double hi = 2) {
   std::uniform_real_distribution<double> u(lo, hi);
