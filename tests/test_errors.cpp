@@ -92,3 +92,22 @@ TEST_CASE("a failed assignment leaves the destination untouched") {
   for (index_t i = 0; i < 3; ++i)
     for (index_t j = 0; j < 4; ++j) REQUIRE(dest(i, j) == before(i, j));
 }
+
+TEST_CASE("an error raised inside a kernel writes nothing: integer pow with a negative exponent last") {
+  // the elements before the bad one used to be written before the throw
+  const tensor<std::int32_t, 1> p({5}, {2, 3, 4, 5, 6}), q({5}, {1, 2, 1, 2, -1});
+  tensor<std::int32_t, 1> d({5}, {-7, -7, -7, -7, -7});
+  CHECK_THROWS_WITH_AS(d = pow(p, q), doctest::Contains("negative integer powers"), std::invalid_argument);
+  CHECK(kt::values_of(d) == std::vector<double>(5, -7.0));
+  using P = input<"p", i32, shape<dyn>>;
+  using Q = input<"q", i32, shape<dyn>>;
+  const auto f = compile(pow(P{}, Q{}) * 2);
+  std::vector<any_tensor> out{d.any()};
+  CHECK_THROWS_AS(f(P{} = p, Q{} = q, out), std::invalid_argument);
+  CHECK(kt::values_of(d) == std::vector<double>(5, -7.0));
+  // and with valid exponents the out= form still writes the caller's tensor
+  const tensor<std::int32_t, 1> ok({5}, {1, 2, 1, 2, 0});
+  f(P{} = p, Q{} = ok, out);
+  CHECK(out[0].bytes() == d.any().bytes());
+  CHECK(kt::values_of(d) == std::vector<double>{4, 18, 8, 50, 2});
+}

@@ -380,7 +380,7 @@ class compiled {
   /// shape (it may be a strided view), else into a new tensor stored in out[q] (out is resized
   /// to the number of outputs): repeated calls reuse the caller's memory, like torch's `out=`.
   void operator()(std::span<const feed> feeds, std::vector<any_tensor>& out) const {
-      out.resize(traced<E>::value.outputs.size());
+    out.resize(traced<E>::value.outputs.size());
     out = B::template run<program<E>>(bind_leaves(traced<E>::value, e_, feeds), out);
   }
   void operator()(std::initializer_list<feed> feeds, std::vector<any_tensor>& out) const {
@@ -404,7 +404,7 @@ class compiled {
       detail::report_binding<E>(detail::placeholders_of_args<A...>);
     } else {
       std::vector<any_tensor>& out = std::get<sizeof...(A) - 1>(std::forward_as_tuple(a...));
-      out.resize(traced<E>::value.outputs.size());
+    out.resize(traced<E>::value.outputs.size());
       out = B::template run<program<E>>(detail::bind_typed(e_, a...), out);
     }
   }

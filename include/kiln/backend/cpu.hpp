@@ -205,13 +205,21 @@ std::vector<any_tensor> run_schedule(const std::vector<any_tensor>& leaves) {
 
 /// The same, writing output q into into[q] where that is defined (its dtype and shape must be
 /// the output's; it may be a strided view). A destination that shares storage with a leaf is
-/// computed into fresh memory first and then copied, so `a = transpose(a) + a` is right.
+/// computed into fresh memory first and then copied, so `a = transpose(a) + a` is right; so are
+/// the outputs of a plan that may throw midway, so that an error writes nothing.
 template <const auto& S>
 std::vector<any_tensor> run_schedule_into(const std::vector<any_tensor>& leaves, const std::vector<any_tensor>& into) {
   bool overlap = false;
   for (const any_tensor& t : into)
     for (const any_tensor& l : leaves) overlap = overlap || (t.defined() && t.shares_storage(l));
-  if (!overlap) return detail::run<S>(leaves, &into);
+  // A plan with a node that may throw partway through a kernel (integer pow, on a negative
+  // exponent) also runs into fresh memory: the destinations are written only once it is done.
+  constexpr bool may_throw = [] {
+    for (const node& n : S.g.nodes)
+      if (n.o == op::pow && !is_floating(n.dt)) return true;
+    return false;
+  }();
+  if (!overlap && !may_throw) return detail::run<S>(leaves, &into);
   return deliver(detail::run<S>(leaves, nullptr), into);
 }
 
