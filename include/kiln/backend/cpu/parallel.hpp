@@ -40,8 +40,9 @@ namespace kiln::cpu {
 namespace detail {
 /// KILN_NUM_THREADS, else the hardware's thread count.
 KILN_RUNTIME int default_threads();
-/// The thread count that num_threads() reports and set_num_threads() sets.
-KILN_RUNTIME int& thread_setting();
+/// The thread count that num_threads() reports and set_num_threads() sets: atomic, since one
+/// thread may set it while another's call reads it (that call uses the old or the new count).
+KILN_RUNTIME std::atomic<int>& thread_setting();
 /// True while this thread runs a chunk of a parallel_for: a nested parallel_for then runs
 /// serially (the pool runs one region at a time, so waiting for it there would deadlock).
 inline bool& in_parallel_region() {
@@ -217,8 +218,8 @@ KILN_RUNTIME int default_threads() {
   return h ? static_cast<int>(h) : 1;
 }
 
-KILN_RUNTIME int& thread_setting() {
-  static int n = default_threads();
+KILN_RUNTIME std::atomic<int>& thread_setting() {
+  static std::atomic<int> n{default_threads()};
   return n;
 }
 
@@ -393,13 +394,9 @@ KILN_RUNTIME void team::take(std::uint64_t g) {
 }  // namespace detail
 
 /// Threads used by the CPU backend's parallel loops.
-inline int num_threads() { return detail::thread_setting(); }
+inline int num_threads() { return detail::thread_setting().load(std::memory_order_relaxed); }
 /// Sets the thread count (at least 1); returns the previous one.
-inline int set_num_threads(int n) {
-  const int old = detail::thread_setting();
-  detail::thread_setting() = n > 0 ? n : 1;
-  return old;
-}
+inline int set_num_threads(int n) { return detail::thread_setting().exchange(n > 0 ? n : 1, std::memory_order_relaxed); }
 
 /// Chunks per thread of a parallel_for with enough work for them: threads take the next
 /// chunk when done with one, so a thread that another process delays (a shared machine) or
