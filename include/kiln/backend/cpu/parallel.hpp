@@ -396,7 +396,9 @@ KILN_RUNTIME void team::take(std::uint64_t g) {
 /// Threads used by the CPU backend's parallel loops.
 inline int num_threads() { return detail::thread_setting().load(std::memory_order_relaxed); }
 /// Sets the thread count (at least 1); returns the previous one.
-inline int set_num_threads(int n) { return detail::thread_setting().exchange(n > 0 ? n : 1, std::memory_order_relaxed); }
+inline int set_num_threads(int n) {
+  return detail::thread_setting().exchange(n > 0 ? n : 1, std::memory_order_relaxed);
+}
 
 /// Chunks per thread of a parallel_for with enough work for them: threads take the next
 /// chunk when done with one, so a thread that another process delays (a shared machine) or
