@@ -389,6 +389,10 @@ TEST_CASE("safetensors: malformed headers are rejected with a message that says 
                  "shape too large");
   check_rejected(make_file(R"({"a":{"dtype":"F32","shape":[9223372036854775808],"data_offsets":[0,0]}})", 0),
                  "shape too large");
+  // empty, but more than 2^59 elements over its other extents (found by the fuzzer: a
+  // shape_error from the tensor's constructor escaped as no format_error)
+  check_rejected(make_file(R"({"a":{"dtype":"F32","shape":[0,1177953022,874649111],"data_offsets":[0,0]}})", 0),
+                 "shape too large for kiln (more than 2^59 elements)");
   check_rejected(make_file("{\"__metadata__\":{\"a\":1}}", 0), "the value of 'a' is not a string");
   check_rejected(make_file("{\"__metadata__\":[]}", 0), "\"__metadata__\" must be an object of strings");
   check_rejected(make_file("{\"a\":{" + f4 + "},\"a\":{" + f4 + "}}", 4), "duplicate key \"a\"");
@@ -684,6 +688,7 @@ TEST_CASE("idx: malformed files and impossible conversions are rejected") {
   has(idx_error(make_idx(0x08, {2, 2}, six)), "the file has 2 bytes after the data");
   has(idx_error(make_idx(0x08, {0xffffffffu, 0xffffffffu, 0xffffffffu}, six)), "are too large");
   has(idx_error(make_idx(0x08, {0, 0xffffffffu, 0xffffffffu, 0xffffffffu}, {})), "are too large");
+  has(idx_error(make_idx(0x08, {0, 0x40000000u, 0x40000000u}, {})), "are too large (more than 2^59 elements)");
   has(idx_error(make_idx(0x0d, {1}, big_endian(std::vector<float>{1.5f})), {.to = dtype::i64}),
       "holds f32 data, which cannot be read as i64 without rounding");
   const std::vector<std::byte> gz{std::byte{0x1f}, std::byte{0x8b}, std::byte{8}, std::byte{0}};

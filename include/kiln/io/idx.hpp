@@ -143,17 +143,17 @@ KILN_RUNTIME idx_header parse_idx_header(std::span<const std::byte> b, const std
                                  std::to_string(h.data_offset) + "-byte header but the file has " +
                                  std::to_string(b.size()) + " bytes");
   h.shape.rank = static_cast<int>(rank);
-  // The product of the non-zero extents is bounded (2^60 elements) so that no product kiln
-  // forms from the shape (element and byte counts, strides) can overflow, even when a zero
-  // extent makes the tensor empty.
+  // The product of the non-zero extents is bounded as every run-time shape is (countable(),
+  // kiln::max_elements) so that no product kiln forms from the shape (element and byte counts,
+  // strides) can overflow, even when a zero extent makes the tensor empty.
   for (unsigned i = 0; i < rank; ++i) h.shape.e[i] = static_cast<index_t>(detail::load_be(b.data() + 4 + 4 * i, 4));
   std::uint64_t nonzero = 1;
   bool zero = false;
   for (unsigned i = 0; i < rank; ++i) {
     const auto e = static_cast<std::uint64_t>(h.shape.e[i]);
     if (e == 0) zero = true;
-    else if (nonzero > (std::uint64_t{1} << 60) / e)
-      throw format_error(name, "dimensions " + to_string(h.shape) + " are too large (more than 2^60 elements)");
+    else if (nonzero > static_cast<std::uint64_t>(max_elements) / e)
+      throw format_error(name, "dimensions " + to_string(h.shape) + " are too large (more than 2^59 elements)");
     else nonzero *= e;
   }
   const std::uint64_t count = zero ? 0 : nonzero;

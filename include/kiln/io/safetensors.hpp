@@ -387,16 +387,17 @@ KILN_RUNTIME void parse_entry(const json::value& v, tensor_info& t, const std::s
     throw format_error(file, who + " has rank " + std::to_string(s->items.size()) + "; kiln supports at most " +
                                  std::to_string(max_rank));
   t.shape.rank = static_cast<int>(s->items.size());
-  // The product of the non-zero extents must fit kiln's index type, so that no partial product
-  // (element counts, strides) can overflow; a zero extent makes the byte count 0.
-  constexpr auto index_max = static_cast<std::uint64_t>(std::numeric_limits<index_t>::max());
+  // The product of the non-zero extents is bounded as every run-time shape is (countable(),
+  // kiln::max_elements), so that no product kiln forms from it (element and byte counts,
+  // strides) can overflow; a zero extent makes the byte count 0.
+  constexpr auto limit = static_cast<std::uint64_t>(max_elements);
   std::uint64_t nonzero = 1;
   for (std::size_t i = 0; i < s->items.size(); ++i) {
     const json::value& e = s->items[i];
     if (!e.is_unsigned()) throw format_error(file, who + ": \"shape\" must be an array of non-negative integers");
     const std::uint64_t x = to_u64(e);
-    if (x > index_max || (x != 0 && nonzero > index_max / x))
-      throw format_error(file, who + " has a shape too large for kiln (its element count overflows)");
+    if (x > limit || (x != 0 && nonzero > limit / x))
+      throw format_error(file, who + " has a shape too large for kiln (more than 2^59 elements)");
     if (x) nonzero *= x;
     t.shape.e[i] = static_cast<index_t>(x);
   }
