@@ -62,13 +62,6 @@ std::vector<any_tensor> leaves_with_data(const G& g, const E& e) {
   return leaves_with_data(g.nodes, g.leaves, bind.first, e.data.tensors, bind.second, e.data.scalars);
 }
 
-/// Whether tensor shape `got` fits the declared shape (dyn extents take any value).
-constexpr bool fits_declared(const dims& declared, const dims& got) {
-  bool fits = got.rank == declared.rank;
-  for (int i = 0; fits && i < declared.rank; ++i) fits = declared.e[i] == dyn || declared.e[i] == got.e[i];
-  return fits;
-}
-
 /// Checks a tensor bound to a placeholder (`what`: "param 'w1'") against its declaration.
 inline void check_bound(const any_tensor& t, dtype dt, const dims& shape, const auto& what) {
   if (!t.defined()) throw std::invalid_argument("kiln: eval: the tensor bound to " + what() + " is undefined");

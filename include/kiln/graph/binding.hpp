@@ -165,6 +165,13 @@ struct slot_info {
 template <class P>
 inline constexpr slot_info slot_info_of{P::name.view(), P::make().o, P::dt, P::shape};
 
+/// Whether tensor shape `got` fits the declared shape (dyn extents take any value).
+constexpr bool fits_declared(const dims& declared, const dims& got) {
+  bool fits = got.rank == declared.rank;
+  for (int i = 0; fits && i < declared.rank; ++i) fits = declared.e[i] == dyn || declared.e[i] == got.e[i];
+  return fits;
+}
+
 /// "param 'w1'", for messages.
 KILN_RUNTIME std::string slot_what(const slot_info& s);
 /// Zero tensors of each slot's shape (left undefined where the shape has a dyn extent).
@@ -287,11 +294,8 @@ KILN_RUNTIME std::string slot_what(const slot_info& s) {
 }
 
 KILN_RUNTIME void zero_slots(std::span<const slot_info> info, std::span<any_tensor* const> slots) {
-  for (std::size_t i = 0; i < info.size(); ++i) {
-    bool known = true;
-    for (int a = 0; a < info[i].shape.rank; ++a) known = known && info[i].shape.e[a] != dyn;
-    if (known) *slots[i] = any_tensor(info[i].dt, info[i].shape);
-  }
+  for (std::size_t i = 0; i < info.size(); ++i)
+    if (info[i].shape.is_static()) *slots[i] = any_tensor(info[i].dt, info[i].shape);
 }
 
 KILN_RUNTIME void take_slots(const std::map<std::string, any_tensor>& by_name, std::span<const slot_info> info,
@@ -304,9 +308,8 @@ KILN_RUNTIME void take_slots(const std::map<std::string, any_tensor>& by_name, s
     const any_tensor& t = it->second;
     if (!t.defined()) throw std::invalid_argument("kiln: the tensor for " + slot_what(s) + " is undefined");
     if (t.dt() != s.dt) throw dtype_error(slot_what(s), s.dt, t.dt());
-    bool fits = s.shape.rank == t.shape().rank;
-    for (int a = 0; fits && a < s.shape.rank; ++a) fits = s.shape.e[a] == dyn || s.shape.e[a] == t.shape().e[a];
-    if (!fits) throw shape_error(slot_what(s), s.shape, t.shape(), "differ (declared, given)");
+    if (!fits_declared(s.shape, t.shape()))
+      throw shape_error(slot_what(s), s.shape, t.shape(), "differ (declared, given)");
     found[i] = &t;
   }
   if (by_name.size() != info.size())
