@@ -50,6 +50,31 @@ TEST_CASE("gather and scatter_add reject indices out of range, on both backends"
                   std::out_of_range);
 }
 
+TEST_CASE("a bad index writes none of a plan's outputs") {
+  // the first output is gather's table, so its kernel ran, and wrote its destination, before
+  // gather threw
+  using T = input<"t", f32, shape<dyn, 3>>;
+  using I = input<"i", i64, shape<dyn>>;
+  const any_tensor t = kt::random_tensor(f32, dims{4, 3});
+  any_tensor idx(i64, dims{3});
+  idx.data<std::int64_t>()[0] = 2;
+  idx.data<std::int64_t>()[1] = 0;
+  idx.data<std::int64_t>()[2] = 5;  // out of range, last
+  const auto f = compile(outputs(T{} + T{}, gather(T{} + T{}, I{}) + 1.0f));
+  const any_tensor d0 = kt::random_tensor(f32, dims{4, 3}), d1 = kt::random_tensor(f32, dims{3, 3});
+  const std::vector<double> before0 = kt::values_of(d0), before1 = kt::values_of(d1);
+  std::vector<any_tensor> out{d0, d1};
+  CHECK_THROWS_AS(f(T{} = t, I{} = idx, out), std::out_of_range);
+  CHECK(kt::values_of(d0) == before0);
+  CHECK(kt::values_of(d1) == before1);
+  idx.data<std::int64_t>()[2] = 3;
+  f(T{} = t, I{} = idx, out);
+  CHECK(out[0].bytes() == d0.bytes());  // still written in place
+  const float t9 = t.data<float>()[9];
+  CHECK(d0.data<float>()[9] == t9 + t9);
+  CHECK(d1.data<float>()[6] == (t9 + t9) + 1.0f);
+}
+
 TEST_CASE("scatter_add: repeated indices add, against a plain loop") {
   using I = input<"i", i64, shape<dyn>>;
   using S = input<"s", f64, shape<dyn, 2>>;

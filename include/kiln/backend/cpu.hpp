@@ -212,14 +212,14 @@ std::vector<any_tensor> run_schedule_into(const std::vector<any_tensor>& leaves,
   bool overlap = false;
   for (const any_tensor& t : into)
     for (const any_tensor& l : leaves) overlap = overlap || (t.defined() && t.shares_storage(l));
-  // A plan with a node that may throw partway through a kernel (integer pow, on a negative
-  // exponent) also runs into fresh memory: the destinations are written only once it is done.
-  constexpr bool may_throw = [] {
+  // A plan with a node that may throw partway through (kiln::may_throw) also runs into fresh
+  // memory: the destinations are written only once it is done.
+  constexpr bool throws = [] {
     for (const node& n : S.g.nodes)
-      if (n.o == op::pow && !is_floating(n.dt)) return true;
+      if (may_throw(n.o, n.dt)) return true;
     return false;
   }();
-  if (!overlap && !may_throw) return detail::run<S>(leaves, &into);
+  if (!overlap && !throws) return detail::run<S>(leaves, &into);
   return deliver(detail::run<S>(leaves, nullptr), into);
 }
 

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "../core/dtype.hpp"
+
 namespace kiln {
 
 enum class op : std::uint8_t {
@@ -76,12 +78,13 @@ struct op_info {
   bool float_compute = false;  ///< computes in floating point: integer inputs are cast to f32 first
   bool costly = false;         ///< a transcendental function: a kernel caches its value rather than recompute it
   std::uint8_t shape_only = 0; ///< bit j: input j gives only its shape (its values are never read)
+  bool value_checked = false;  ///< may throw on its input values (index out of range; integer pow: see may_throw)
 };
 
 namespace detail {
 using K = op_kind;
 // a row's flags
-inline constexpr int decomposed = 1, commutes = 2, in_float = 4, costly = 8;
+inline constexpr int decomposed = 1, commutes = 2, in_float = 4, costly = 8, checks_values = 16;
 constexpr op_info row(std::string_view name, op_kind kind, int arity, int flags = 0, std::uint8_t shape_only = 0) {
   return {name,
           kind,
@@ -90,7 +93,8 @@ constexpr op_info row(std::string_view name, op_kind kind, int arity, int flags 
           (flags & commutes) != 0,
           (flags & in_float) != 0,
           (flags & costly) != 0,
-          shape_only};
+          shape_only,
+          (flags & checks_values) != 0};
 }
 // name, kind, arity, flags, inputs read for their shape only (a bit mask)
 inline constexpr op_info op_table[] = {
@@ -122,7 +126,7 @@ inline constexpr op_info op_table[] = {
     row("div", K::binary, 2),
     row("max", K::binary, 2, commutes),
     row("min", K::binary, 2, commutes),
-    row("pow", K::binary, 2, costly),
+    row("pow", K::binary, 2, costly | checks_values),
     row("eq", K::binary, 2, commutes),
     row("ne", K::binary, 2, commutes),
     row("lt", K::binary, 2),
@@ -144,8 +148,8 @@ inline constexpr op_info op_table[] = {
     row("iota", K::shape, 1, 0, 1),
     row("numel", K::shape, 1, 0, 1),
     row("cast", K::cast, 1),
-    row("gather", K::movement, 2),
-    row("scatter_add", K::movement, 3, 0, 4),
+    row("gather", K::movement, 2, checks_values),
+    row("scatter_add", K::movement, 3, checks_values, 4),
     row("unfold", K::movement, 1),
     row("fold", K::movement, 1),
     row("attention", K::movement, 4),
@@ -195,6 +199,12 @@ constexpr bool is_standalone(op o) { return kind_of(o) == op_kind::movement || k
 /// Whether a node of op o reads the values of its input j; false for inputs that give only a
 /// shape (iota's, numel's and rand's first, scatter_add's third), which need not be in memory.
 constexpr bool reads_input_values(op o, int j) { return !((detail::op_table[static_cast<int>(o)].shape_only >> j) & 1); }
+/// Whether a node of op o with dtype dt may throw on the values it reads, partway through its
+/// kernel (gather and scatter_add on an index out of range, integer pow on a negative exponent):
+/// backends that write into a caller's tensors run such plans into fresh memory first.
+constexpr bool may_throw(op o, dtype dt) {
+  return detail::op_table[static_cast<int>(o)].value_checked && (o != op::pow || !is_floating(dt));
+}
 /// Whether op o is a transcendental function (fusion's cost model: worth caching, not recomputing).
 constexpr bool is_costly(op o) { return detail::op_table[static_cast<int>(o)].costly; }
 /// Unary ops that compute in floating point (integers are cast to f32 first, as in PyTorch).
