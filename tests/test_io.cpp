@@ -11,6 +11,7 @@
 
 #include "seed.hpp"
 
+#include <malloc.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -20,7 +21,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <atomic>
 #include <fstream>
+#include <new>
 #include <random>
 #include <set>
 #include <sstream>
@@ -28,6 +31,31 @@
 using namespace kiln;
 namespace fs = std::filesystem;
 using io::format_error;
+
+// The heap this program holds, and its peak: what the readers' memory bounds are checked with.
+namespace heap {
+std::atomic<std::size_t> now{0}, peak{0};
+inline void* take(std::size_t n) {
+  void* p = std::malloc(n ? n : 1);
+  if (!p) throw std::bad_alloc();
+  const std::size_t at = now += malloc_usable_size(p);
+  for (std::size_t top = peak; at > top && !peak.compare_exchange_weak(top, at);) {
+  }
+  return p;
+}
+inline void give(void* p) {
+  if (p) now -= malloc_usable_size(p);
+  std::free(p);
+}
+/// The most heap held while f ran, beyond what was held before.
+template <class F>
+std::size_t peak_during(F&& f) {
+  const std::size_t base = now;
+  peak = base;
+  f();
+  return peak - base;
+}
+}  // namespace heap
 
 namespace {
 
@@ -347,7 +375,7 @@ TEST_CASE("safetensors: malformed headers are rejected with a message that says 
   check_rejected(to_bytes("abc"), "fewer than the 8");
   check_rejected(make_file("{}", 0, 100'000'001), "exceeds the limit of 100000000 bytes");
   check_rejected(make_file("{}", 0, 99), "header points outside the file");
-  // The header's text.
+  // The header's text (errors in the fields kiln ignores too: they are checked, not built).
   check_rejected(make_file("", 0), "start with '{'");
   check_rejected(make_file(" {}", 0), "start with '{'");
   check_rejected(make_file("[]", 0), "start with '{'");
@@ -357,12 +385,12 @@ TEST_CASE("safetensors: malformed headers are rejected with a message that says 
   check_rejected(make_file("{}x", 0), "not valid JSON: byte 2: unexpected data");
   check_rejected(make_file("{\"a\":{" + f4 + "},}", 4), "not valid JSON");
   check_rejected(make_file("{'a':1}", 0), "not valid JSON");
-  check_rejected(make_file("{\"a\":\"\\ud800\"}", 0), "unpaired high surrogate");
-  check_rejected(make_file("{\"a\":\"\\udc00\"}", 0), "unpaired low surrogate");
-  check_rejected(make_file("{\"a\":\"tab\there\"}", 0), "control character");
-  check_rejected(make_file("{\"a\":01}", 0), "leading zeros");
-  check_rejected(make_file("{\"a\":tru}", 0), "not valid JSON");
-  check_rejected(make_file("{\"__metadata__\":" + std::string(100, '[') + std::string(100, ']') + "}", 0),
+  check_rejected(make_file("{\"a\":{\"x\":\"\\ud800\"}}", 0), "unpaired high surrogate");
+  check_rejected(make_file("{\"a\":{\"x\":\"\\udc00\"}}", 0), "unpaired low surrogate");
+  check_rejected(make_file("{\"a\":{\"x\":\"tab\there\"}}", 0), "control character");
+  check_rejected(make_file("{\"a\":{\"x\":01}}", 0), "leading zeros");
+  check_rejected(make_file("{\"a\":{\"x\":tru}}", 0), "not valid JSON");
+  check_rejected(make_file("{\"a\":{\"x\":" + std::string(100, '[') + std::string(100, ']') + "}}", 0),
                  "nested deeper than 64 levels");
   // The schema.
   check_rejected(make_file("{\"a\":[]}", 0), "tensor 'a': its header entry must be an object");
@@ -425,6 +453,59 @@ TEST_CASE("safetensors: malformed headers are rejected with a message that says 
       R"({"__metadata__":null,"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"extra":[1.5,{"x":null,"y":true}]}}   )", 4));
   CHECK(ok.tensors.at("a").shape() == dims{1});
   CHECK(ok.metadata.empty());
+}
+
+TEST_CASE("safetensors: reading a header takes memory in proportion to its size, whatever it holds") {
+  // A header of N bytes may hold N / 2 JSON values that kiln ignores; built as a tree they took
+  // about 130 bytes each (a 100 MB header: 6.6 GB). Each header here is about 4 MB.
+  const std::string entry = R"("dtype":"F32","shape":[1],"data_offsets":[0,4])";
+  const auto repeat = [](std::string_view item, std::size_t bytes) {
+    std::string out;
+    for (std::size_t i = 0; out.size() < bytes; ++i) {
+      if (i) out += ',';
+      out += item;
+    }
+    return out;
+  };
+  const auto numbered = [](std::string_view prefix, std::string_view suffix, std::size_t bytes) {
+    std::string out;
+    for (std::size_t i = 0; out.size() < bytes; ++i) {
+      if (i) out += ',';
+      out += '"';
+      out += prefix;
+      out += std::to_string(i);
+      out += '"';
+      out += suffix;
+    }
+    return out;
+  };
+  constexpr std::size_t mb4 = std::size_t{4} << 20;
+  std::string tensors;  // many tensors of one byte each, tiling the data
+  std::size_t n_tensors = 0;
+  for (; tensors.size() < mb4; ++n_tensors)
+    tensors += (n_tensors ? ",\"t" : "\"t") + std::to_string(n_tensors) + R"(":{"dtype":"BOOL","shape":[],"data_offsets":[)" +
+               std::to_string(n_tensors) + "," + std::to_string(n_tensors + 1) + "]}";
+  const struct {
+    const char* what;
+    std::string header;
+    std::size_t data;
+  } cases[] = {
+      {"numbers in an unknown field", "{\"a\":{" + entry + ",\"x\":[" + repeat("0", mb4) + "]}}", 4},
+      {"objects in an unknown field", "{\"a\":{" + entry + ",\"x\":[" + repeat("{}", mb4) + "]}}", 4},
+      {"arrays in an unknown field", "{\"a\":{" + entry + ",\"x\":[" + repeat("[[]]", mb4) + "]}}", 4},
+      {"keys of an unknown field", "{\"a\":{" + entry + ",\"x\":{" + numbered("", ":0", mb4) + "}}}", 4},
+      {"metadata", "{\"__metadata__\":{" + numbered("", ":\"\"", mb4) + "},\"a\":{" + entry + "}}", 4},
+      {"tensors", "{" + tensors + "}", n_tensors},
+  };
+  for (const auto& c : cases) {
+    INFO(std::string(c.what) << ", a header of " << c.header.size() << " bytes");
+    const std::vector<std::byte> file = make_file(c.header, c.data);
+    std::size_t n = 0;
+    const std::size_t peak = heap::peak_during([&] { n = io::parse_safetensors(file, "big.safetensors").tensors.size(); });
+    CHECK(n == (c.data == 4 ? 1 : n_tensors));
+    CHECK(peak <= 16 * c.header.size() + (std::size_t{1} << 20));
+    MESSAGE(std::string(c.what) << ": " << peak / c.header.size() << "x the header");
+  }
 }
 
 TEST_CASE("safetensors: load_into checks names, dtypes and shapes, and writes nothing on failure") {
@@ -804,3 +885,10 @@ TEST_CASE("idx: the Fashion-MNIST test set from Debian's dataset-fashion-mnist")
   for (int i = 0; i < 10; ++i) CHECK(y.data<std::int64_t>()[i] == first10[i]);
 }
 #endif
+
+void* operator new(std::size_t n) { return heap::take(n); }
+void* operator new[](std::size_t n) { return heap::take(n); }
+void operator delete(void* p) noexcept { heap::give(p); }
+void operator delete[](void* p) noexcept { heap::give(p); }
+void operator delete(void* p, std::size_t) noexcept { heap::give(p); }
+void operator delete[](void* p, std::size_t) noexcept { heap::give(p); }

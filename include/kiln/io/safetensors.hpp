@@ -161,10 +161,9 @@ struct memory_source {
   }
 };
 
-inline std::uint64_t to_u64(const json::value& v) { return v.magnitude; }
-
-/// Checks one tensor entry of the header and fills `t` (name already set).
-KILN_RUNTIME void parse_entry(const json::value& v, tensor_info& t, const std::string& file);
+/// Reads and checks one tensor entry of the header and fills `t` (name already set). Unknown
+/// fields are checked as JSON and skipped, never built.
+KILN_RUNTIME void parse_entry(json::reader& r, tensor_info& t, const std::string& file);
 
 inline std::string offsets(const tensor_info& t) {
   std::string s = "[";  // appended piecewise: "[" + std::string warns falsely in g++ 12 (PR105651)
@@ -363,48 +362,73 @@ KILN_RUNTIME void save_safetensors(const std::filesystem::path& path, const tens
 #if KILN_DEFINE_RUNTIME
 namespace detail {
 
-KILN_RUNTIME void parse_entry(const json::value& v, tensor_info& t, const std::string& file) {
+KILN_RUNTIME void parse_entry(json::reader& r, tensor_info& t, const std::string& file) {
   const std::string who = "tensor " + quote_name(t.name);
-  if (v.k != json::kind::object)
+  if (r.next() != json::kind::object)
     throw format_error(file, who + ": its header entry must be an object with dtype, shape and data_offsets");
+  const auto array_of_unsigned = [&](const char* field, std::size_t most, auto&& each) {
+    const std::string bad = who + ": \"" + field + "\" must be an array of " +
+                            (most == 2 ? "two non-negative integers" : "non-negative integers");
+    if (r.next() != json::kind::array) throw format_error(file, bad);
+    r.begin_array();
+    std::size_t n = 0;
+    for (; r.next_item(); ++n) {
+      if (n >= most) {  // counted to the end, for the message, but not kept
+        r.skip();
+        continue;
+      }
+      const json::value e = r.read_scalar();
+      if (!e.is_unsigned()) throw format_error(file, bad);
+      each(n, e.magnitude);
+    }
+    return n;
+  };
   // Unknown fields are ignored, as the reference implementation's serde derive does.
-  const json::value* d = v.find("dtype");
-  const json::value* s = v.find("shape");
-  const json::value* o = v.find("data_offsets");
-  if (!d || !s || !o)
+  std::vector<std::string> keys;
+  std::string key;
+  bool has_d = false, has_s = false, has_o = false;
+  std::size_t n_offsets = 0;
+  r.begin_object();
+  while (r.next_key(key)) {
+    if (key == "dtype") {
+      has_d = true;
+      if (r.next() != json::kind::string) throw format_error(file, who + ": \"dtype\" must be a string");
+      t.dtype_name = r.read_string();
+    } else if (key == "shape") {
+      has_s = true;
+      // The product of the non-zero extents is bounded as every run-time shape is (countable(),
+      // kiln::max_elements), so that no product kiln forms from it (element and byte counts,
+      // strides) can overflow; a zero extent makes the byte count 0.
+      constexpr auto limit = static_cast<std::uint64_t>(max_elements);
+      std::uint64_t nonzero = 1;
+      const std::size_t rank = array_of_unsigned("shape", max_rank, [&](std::size_t i, std::uint64_t x) {
+        if (x > limit || (x != 0 && nonzero > limit / x))
+          throw format_error(file, who + " has a shape too large for kiln (more than 2^59 elements)");
+        if (x) nonzero *= x;
+        t.shape.e[i] = static_cast<index_t>(x);
+      });
+      if (rank > static_cast<std::size_t>(max_rank))
+        throw format_error(file, who + " has rank " + std::to_string(rank) + "; kiln supports at most " +
+                                     std::to_string(max_rank));
+      t.shape.rank = static_cast<int>(rank);
+    } else if (key == "data_offsets") {
+      has_o = true;
+      n_offsets = array_of_unsigned("data_offsets", 2, [&](std::size_t i, std::uint64_t x) { (i ? t.end : t.begin) = x; });
+      if (n_offsets != 2)
+        throw format_error(file, who + ": \"data_offsets\" must be an array of two non-negative integers");
+    } else {
+      r.skip();
+    }
+    keys.push_back(std::move(key));
+  }
+  r.check_unique({keys.begin(), keys.end()});
+  if (!has_d || !has_s || !has_o)
     throw format_error(file, who + ": its header entry has no \"" +
-                                 std::string(!d ? "dtype" : !s ? "shape" : "data_offsets") + "\"");
-  if (d->k != json::kind::string) throw format_error(file, who + ": \"dtype\" must be a string");
-  t.dtype_name = d->s;
-  const st_dtype* sd = find_st_dtype(d->s);
-  if (!sd) throw format_error(file, who + " has an unknown dtype " + quote_name(d->s));
+                                 std::string(!has_d ? "dtype" : !has_s ? "shape" : "data_offsets") + "\"");
+  const st_dtype* sd = find_st_dtype(t.dtype_name);
+  if (!sd) throw format_error(file, who + " has an unknown dtype " + quote_name(t.dtype_name));
   if (sd->bytes == 0) throw format_error(file, cannot_load(t));
   if (sd->loadable) t.dt = sd->dt;
-
-  if (s->k != json::kind::array)
-    throw format_error(file, who + ": \"shape\" must be an array of non-negative integers");
-  if (s->items.size() > static_cast<std::size_t>(max_rank))
-    throw format_error(file, who + " has rank " + std::to_string(s->items.size()) + "; kiln supports at most " +
-                                 std::to_string(max_rank));
-  t.shape.rank = static_cast<int>(s->items.size());
-  // The product of the non-zero extents is bounded as every run-time shape is (countable(),
-  // kiln::max_elements), so that no product kiln forms from it (element and byte counts,
-  // strides) can overflow; a zero extent makes the byte count 0.
-  constexpr auto limit = static_cast<std::uint64_t>(max_elements);
-  std::uint64_t nonzero = 1;
-  for (std::size_t i = 0; i < s->items.size(); ++i) {
-    const json::value& e = s->items[i];
-    if (!e.is_unsigned()) throw format_error(file, who + ": \"shape\" must be an array of non-negative integers");
-    const std::uint64_t x = to_u64(e);
-    if (x > limit || (x != 0 && nonzero > limit / x))
-      throw format_error(file, who + " has a shape too large for kiln (more than 2^59 elements)");
-    if (x) nonzero *= x;
-    t.shape.e[i] = static_cast<index_t>(x);
-  }
-  if (o->k != json::kind::array || o->items.size() != 2 || !o->items[0].is_unsigned() || !o->items[1].is_unsigned())
-    throw format_error(file, who + ": \"data_offsets\" must be an array of two non-negative integers");
-  t.begin = to_u64(o->items[0]);
-  t.end = to_u64(o->items[1]);
 }
 
 KILN_RUNTIME safetensors_header parse_header(std::string_view text, std::uint64_t data_size, const std::string& file) {
@@ -412,32 +436,48 @@ KILN_RUNTIME safetensors_header parse_header(std::string_view text, std::uint64_
     throw format_error(file, "the header must be a JSON object and start with '{'");
   if (const std::size_t bad = json::first_invalid_utf8(text); bad != text.size())
     throw format_error(file, "the header is not valid UTF-8 (byte " + std::to_string(bad) + " of the header)");
-  json::value root;
-  try {
-    root = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw format_error(file, std::string("the header is not valid JSON: ") + e.what());
-  }
+  // Read as a stream of the fields kiln keeps: memory in proportion to the tensors and
+  // metadata, not to the JSON values a header may hold besides.
   safetensors_header h;
   h.data_start = 8 + text.size();
-  h.tensors.reserve(root.keys.size());
-  for (std::size_t i = 0; i < root.keys.size(); ++i) {
-    const json::value& v = root.items[i];
-    if (root.keys[i] == "__metadata__") {
-      if (v.k == json::kind::null) continue;
-      if (v.k != json::kind::object) throw format_error(file, "\"__metadata__\" must be an object of strings");
-      for (std::size_t j = 0; j < v.keys.size(); ++j) {
-        if (v.items[j].k != json::kind::string)
-          throw format_error(file, "\"__metadata__\" must be an object of strings; the value of " +
-                                       quote_name(v.keys[j]) + " is not a string");
-        h.metadata.emplace(v.keys[j], v.items[j].s);
+  try {
+    json::reader r(text);
+    std::string key;
+    bool metadata = false;
+    r.begin_object();
+    while (r.next_key(key)) {
+      if (key == "__metadata__") {
+        if (metadata) r.fail("duplicate key \"__metadata__\" in an object");
+        metadata = true;
+        if (r.next() == json::kind::null) {
+          r.skip();
+          continue;
+        }
+        if (r.next() != json::kind::object) throw format_error(file, "\"__metadata__\" must be an object of strings");
+        r.begin_object();
+        std::string k;
+        while (r.next_key(k)) {
+          if (r.next() != json::kind::string)
+            throw format_error(file, "\"__metadata__\" must be an object of strings; the value of " + quote_name(k) +
+                                         " is not a string");
+          std::string v = r.read_string();
+          if (h.metadata.count(k)) r.fail("duplicate key \"" + k + "\" in an object");
+          h.metadata.emplace(std::move(k), std::move(v));
+        }
+        continue;
       }
-      continue;
+      tensor_info t;
+      t.name = std::move(key);
+      parse_entry(r, t, file);
+      h.tensors.push_back(std::move(t));
     }
-    tensor_info t;
-    t.name = root.keys[i];
-    parse_entry(v, t, file);
-    h.tensors.push_back(std::move(t));
+    r.finish();
+    std::vector<std::string_view> names;
+    names.reserve(h.tensors.size());
+    for (const tensor_info& t : h.tensors) names.push_back(t.name);
+    r.check_unique(std::move(names));
+  } catch (const json::parse_error& e) {
+    throw format_error(file, std::string("the header is not valid JSON: ") + e.what());
   }
   // As the reference implementation: order by offsets, then they must tile [0, data_size).
   std::stable_sort(h.tensors.begin(), h.tensors.end(), [](const tensor_info& a, const tensor_info& b) {
