@@ -839,6 +839,34 @@ TEST_CASE("idx: gzip-compressed files, one or several members; corrupt ones are 
   has(idx_error(gzip(gz), opt), "magic number must start with two zero bytes (this is gzip data)");
 }
 
+TEST_CASE("idx: decompression stops at the size the IDX header declares") {
+  // An IDX header that declares 10 bytes of data, followed by 64 members of 1 MB of zeros each
+  // (what `cat` of gzip files gives): it was decompressed whole, 64 MB from 64 KB, before the
+  // IDX reader saw the bytes after the data; a single long member likewise.
+  std::vector<std::byte> ten(10);
+  for (auto& p : ten) p = std::byte(rng()() % 256);
+  const auto raw = make_idx(0x08, {10}, ten);
+  const auto zeros = gzip(std::vector<std::byte>(std::size_t{1} << 20));
+  std::vector<std::byte> many = gzip(raw);
+  for (int i = 0; i < 64; ++i) many = many + zeros;
+  std::vector<std::byte> long_one = raw;
+  long_one.resize(std::size_t{64} << 20);
+  const io::idx_options opt{.to = dtype::i32, .inflate = io::gunzip};
+  for (const auto& file : {many, gzip(long_one)}) {
+    INFO(file.size() << " bytes of gzip");
+    std::string msg;
+    const std::size_t peak = heap::peak_during([&] { msg = idx_error(file, opt); });
+    INFO(msg);
+    CHECK(msg.find("gzip: decompresses to more than the 18 bytes that its header declares") != std::string::npos);
+    CHECK(peak <= 16 * file.size() + (std::size_t{1} << 20));
+  }
+  // without the IDX reader's limit, gunzip decompresses it all
+  CHECK(io::gunzip(many, "many.gz").size() == raw.size() + (std::size_t{64} << 20));
+  // a file that declares more than it holds is decompressed whole, and found truncated
+  const auto short_one = gzip(std::vector<std::byte>(raw.begin(), raw.end() - 1));
+  CHECK(idx_error(short_one, opt).find("truncated") != std::string::npos);
+}
+
 TEST_CASE("idx: the Fashion-MNIST test set from Debian's dataset-fashion-mnist") {
   const fs::path dir = "/usr/share/datasets/fashion-mnist";
   // scripts/setup.sh installs the dataset, so its absence is a failure, not a pass; a machine

@@ -32,8 +32,15 @@
 
 namespace kiln::io {
 
-/// Decompresses a whole file: (compressed bytes, name for errors, most bytes to produce).
-using inflate_fn = std::vector<std::byte> (*)(std::span<const std::byte>, const std::string&, std::uint64_t);
+/// The size that decompressed data declares in its first bytes (a file header): 0 while `prefix`
+/// is too short to tell, else the size the whole data must have. Throws format_error (naming
+/// `name`) if the prefix cannot begin valid data. A decompressor stops at that size.
+using declared_size_fn = std::uint64_t (*)(std::span<const std::byte> prefix, const std::string& name);
+
+/// Decompresses a whole file: (compressed bytes, name for errors, most bytes to produce, the
+/// size its content declares or nullptr).
+using inflate_fn = std::vector<std::byte> (*)(std::span<const std::byte>, const std::string&, std::uint64_t,
+                                              declared_size_fn);
 
 struct idx_options {
   /// dtype of the result. Integer dtypes need integer data; bool is not supported.
@@ -42,7 +49,8 @@ struct idx_options {
   double scale = 1;
   /// Decompressor for gzip files (kiln::io::gunzip from <kiln/io/idx_gzip.hpp>).
   inflate_fn inflate = nullptr;
-  /// Most bytes a compressed file may decompress to (guards against decompression bombs).
+  /// Most bytes a compressed file may decompress to (guards against decompression bombs; the
+  /// decompressor also stops at the size the IDX header declares).
   std::uint64_t max_bytes = std::uint64_t{1} << 32;
 };
 
@@ -111,6 +119,10 @@ namespace detail {
 KILN_RUNTIME any_tensor idx_to_tensor(std::span<const std::byte> b, const idx_options& opt, const std::string& name);
 }  // namespace detail
 
+/// The size of the IDX data that `prefix` begins (header and elements), 0 if the prefix is too
+/// short to tell; throws format_error if it is not the start of an IDX header (declared_size_fn).
+KILN_RUNTIME std::uint64_t idx_declared_size(std::span<const std::byte> prefix, const std::string& name);
+
 /// Reads an IDX buffer (a whole file, gzip-compressed if opt.inflate is set) into a new
 /// contiguous tensor of dtype opt.to. `name` labels errors.
 KILN_RUNTIME any_tensor parse_idx(std::span<const std::byte> b, const idx_options& opt = {},
@@ -120,14 +132,19 @@ KILN_RUNTIME any_tensor parse_idx(std::span<const std::byte> b, const idx_option
 KILN_RUNTIME any_tensor read_idx(const std::filesystem::path& path, const idx_options& opt = {});
 
 #if KILN_DEFINE_RUNTIME
-KILN_RUNTIME idx_header parse_idx_header(std::span<const std::byte> b, const std::string& name) {
-  if (b.size() < 4)
+namespace detail {
+// The header's fields, checked, and the element count; false (h partial) while `b` is too short
+// to hold them and `whole` is false (b is a prefix), a format_error if `whole`.
+KILN_RUNTIME bool idx_fields(std::span<const std::byte> b, const std::string& name, bool whole, idx_header& h,
+                             std::uint64_t& count) {
+  if (b.size() < 4) {
+    if (!whole) return false;
     throw format_error(name, "the file has " + std::to_string(b.size()) + " bytes, too few for the 4-byte IDX magic number");
+  }
   const auto byte = [&](std::size_t i) { return std::to_integer<unsigned>(b[i]); };
   if (byte(0) != 0 || byte(1) != 0)
     throw format_error(name, "not an IDX file: the magic number must start with two zero bytes" +
                                  std::string(byte(0) == 0x1f && byte(1) == 0x8b ? " (this is gzip data)" : ""));
-  idx_header h;
   const unsigned code = byte(2);
   switch (code) {
     case 0x08: case 0x09: case 0x0b: case 0x0c: case 0x0d: case 0x0e: h.type = static_cast<idx_type>(code); break;
@@ -138,10 +155,12 @@ KILN_RUNTIME idx_header parse_idx_header(std::span<const std::byte> b, const std
     throw format_error(name, "the IDX file has " + std::to_string(rank) + " dimensions; kiln supports at most " +
                                  std::to_string(max_rank));
   h.data_offset = 4 + 4 * std::size_t{rank};
-  if (b.size() < h.data_offset)
+  if (b.size() < h.data_offset) {
+    if (!whole) return false;
     throw format_error(name, "truncated: " + std::to_string(rank) + " dimensions need a " +
                                  std::to_string(h.data_offset) + "-byte header but the file has " +
                                  std::to_string(b.size()) + " bytes");
+  }
   h.shape.rank = static_cast<int>(rank);
   // The product of the non-zero extents is bounded as every run-time shape is (countable(),
   // kiln::max_elements) so that no product kiln forms from the shape (element and byte counts,
@@ -156,7 +175,22 @@ KILN_RUNTIME idx_header parse_idx_header(std::span<const std::byte> b, const std
       throw format_error(name, "dimensions " + to_string(h.shape) + " are too large (more than 2^59 elements)");
     else nonzero *= e;
   }
-  const std::uint64_t count = zero ? 0 : nonzero;
+  count = zero ? 0 : nonzero;
+  return true;
+}
+}  // namespace detail
+
+KILN_RUNTIME std::uint64_t idx_declared_size(std::span<const std::byte> prefix, const std::string& name) {
+  idx_header h;
+  std::uint64_t count = 0;
+  if (!detail::idx_fields(prefix, name, false, h, count)) return 0;
+  return h.data_offset + count * detail::idx_elem_size(h.type);  // <= 2^59 * 8: no overflow
+}
+
+KILN_RUNTIME idx_header parse_idx_header(std::span<const std::byte> b, const std::string& name) {
+  idx_header h;
+  std::uint64_t count = 0;
+  detail::idx_fields(b, name, true, h, count);
   const std::size_t size = detail::idx_elem_size(h.type);
   const std::uint64_t have = b.size() - h.data_offset;
   if (count * size > have)
@@ -204,7 +238,7 @@ KILN_RUNTIME any_tensor parse_idx(std::span<const std::byte> b, const idx_option
     if (!opt.inflate)
       throw format_error(name, "the file is gzip-compressed: include <kiln/io/idx_gzip.hpp> (links zlib) and pass "
                                "idx_options{.inflate = kiln::io::gunzip}, or decompress it first");
-    return detail::idx_to_tensor(opt.inflate(b, name, opt.max_bytes), opt, name);  // gzip in gzip is not IDX
+    return detail::idx_to_tensor(opt.inflate(b, name, opt.max_bytes, idx_declared_size), opt, name);  // gzip in gzip is not IDX
   }
   return detail::idx_to_tensor(b, opt, name);
 }

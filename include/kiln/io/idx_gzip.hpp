@@ -24,9 +24,12 @@ namespace kiln::io {
 
 /// Decompresses gzip data (RFC 1952; several concatenated members are one stream, as gunzip
 /// treats them). Throws format_error if the data is corrupt, truncated, followed by anything
-/// that is not another gzip member, or would decompress to more than `max_out` bytes.
+/// that is not another gzip member, or would decompress to more than `max_out` bytes, or to more
+/// than `declared` says its first bytes declare (read_idx passes idx_declared_size: a file of
+/// many members, or a long one, stops there, not at max_out).
 inline std::vector<std::byte> gunzip(std::span<const std::byte> in, const std::string& name,
-                                     std::uint64_t max_out = std::uint64_t{1} << 32) {
+                                     std::uint64_t max_out = std::uint64_t{1} << 32,
+                                     declared_size_fn declared = nullptr) {
   z_stream z{};
   if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)  // 16: expect the gzip wrapper, not zlib's
     throw std::runtime_error("kiln: gunzip: zlib could not initialise");
@@ -38,7 +41,10 @@ inline std::vector<std::byte> gunzip(std::span<const std::byte> in, const std::s
   const auto fail = [&](const std::string& what) -> format_error { return format_error(name, "gzip: " + what); };
   std::vector<std::byte> out;
   // Room for one byte past the limit, to see it crossed (max_out may be the largest value).
-  const std::uint64_t cap = std::min<std::uint64_t>(max_out, SIZE_MAX - 1) + 1;
+  std::uint64_t cap = std::min<std::uint64_t>(max_out, SIZE_MAX - 1) + 1;
+  bool known = declared == nullptr;  // whether the content's declared size is known (or not asked)
+  std::string limit = std::to_string(max_out) + " bytes";
+  const auto over = [&] { return fail("decompresses to more than " + limit); };
   // The last 4 bytes of a gzip member are its size modulo 2^32: a first guess, believed only
   // up to 8 times the input (the trailer is not checked until the end, and may be forged); the
   // buffer doubles from there as the data proves larger.
@@ -58,7 +64,7 @@ inline std::vector<std::byte> gunzip(std::span<const std::byte> in, const std::s
       fed += chunk;
     }
     if (produced == out.size()) {
-      if (produced > max_out) throw fail("decompresses to more than " + std::to_string(max_out) + " bytes");
+      if (produced > max_out) throw over();
       out.resize(static_cast<std::size_t>(std::min<std::uint64_t>(std::uint64_t{out.size()} * 2, cap)));
     }
     const std::size_t room = std::min<std::size_t>(out.size() - produced, UINT_MAX);
@@ -66,7 +72,18 @@ inline std::vector<std::byte> gunzip(std::span<const std::byte> in, const std::s
     z.avail_out = static_cast<uInt>(room);
     const int ret = inflate(&z, Z_NO_FLUSH);
     produced += room - z.avail_out;
-    if (produced > max_out) throw fail("decompresses to more than " + std::to_string(max_out) + " bytes");
+    if (!known) {
+      if (const std::uint64_t size = declared(std::span<const std::byte>(out.data(), produced), name)) {
+        known = true;
+        if (size < max_out) {
+          max_out = size;
+          limit = "the " + std::to_string(size) + " bytes that its header declares";
+          cap = size + 1;
+          if (out.size() > cap) out.resize(static_cast<std::size_t>(std::max<std::uint64_t>(cap, produced)));
+        }
+      }
+    }
+    if (produced > max_out) throw over();
     if (ret == Z_STREAM_END) {
       const std::size_t rest = z.avail_in + (in.size() - fed);
       if (rest == 0) break;
