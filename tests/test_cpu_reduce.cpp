@@ -191,6 +191,27 @@ TEST_CASE("empty reductions: sums of nothing are 0, max of nothing is an error")
   CHECK(kt::cpu_vs_eager(outputs(sum<1>(X{} * 2), softmax(X{})), {{"x", tensor<float, 2>({0, 4})}}) == 0);
   using Y = input<"y", f32, shape<dyn, dyn>>;
   CHECK(kt::cpu_vs_eager(outputs(sum<1>(Y{}), mean<1>(Y{})), {{"y", wide}}) == 0);
+  // softmax along an empty axis is empty, as in PyTorch (its maximum used to fail, naming amax)
+  for (const auto& [t, axis0] : {std::pair{tensor<float, 2>({0, 4}), true}, std::pair{wide, false}}) {
+    INFO("shape " << to_string(t.any().shape()));
+    const auto check = [&](const auto& e) {
+      for (const any_tensor& got : {eval_any(e, {{"y", t}}), eval_any(e, {{"y", t}}, eager::backend)}) {
+        CHECK(got.shape() == t.any().shape());
+        CHECK(got.numel() == 0);
+      }
+    };
+    if (axis0) {
+      check(softmax<0>(Y{}));
+      check(log_softmax<0>(Y{}));
+    } else {
+      check(softmax<1>(Y{}));
+      check(log_softmax<1>(Y{}));
+    }
+  }
+  const auto m1 = max<1>(Y{});  // still an error where its result is not empty
+  CHECK_THROWS_WITH_AS(eval_any(m1, {{"y", wide}}), "kiln: amax: shape [3, 0] cannot be reduced over an axis of extent 0",
+                       shape_error);
+  CHECK_THROWS_AS(eval_any(m1, {{"y", wide}}, eager::backend), shape_error);
 }
 
 TEST_CASE("epilogue on the reduced space and scalar leaves inside row kernels") {

@@ -200,7 +200,7 @@ inline any_tensor run_reduce(const node& n, const any_tensor& x) {
     }
   }
   const index_t m = out_shape.numel();
-  if ((n.o == op::amax || n.o == op::amin) && count == 0 && m > 0)
+  if ((n.o == op::amax || n.o == op::amin) && count == 0 && m > 0 && n.value == 0)
     throw shape_error(name(n.o), in, "cannot be reduced over an axis of extent 0");
   visit(n.dt, [&]<dtype D>() {
     using T = compute_t<D>;

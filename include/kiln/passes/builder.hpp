@@ -79,10 +79,13 @@ struct builder {
   constexpr int mul(int a, int b) { return binary(op::mul, a, b); }
   constexpr int div(int a, int b) { return binary(op::div, a, b); }
   constexpr int where(int c, int a, int b) { return emit_inferred(with_inputs(op::where, c, a, b)); }
-  constexpr int reduce(op o, int x, std::uint32_t axes, bool keepdim) {
+  /// `value` for amax and amin: 1 lets an axis of extent 0 give the identity (+-inf) instead of
+  /// an error, where the result is read only over that same empty axis (softmax's maximum).
+  constexpr int reduce(op o, int x, std::uint32_t axes, bool keepdim, double value = 0) {
     node n = with_inputs(o, x);
     n.axes = axes;
     n.keepdim = keepdim;
+    n.value = value;
     return emit_inferred(n);
   }
   constexpr int matmul(int a, int b) { return emit_inferred(with_inputs(op::matmul, a, b)); }

@@ -87,12 +87,13 @@ struct decomposer {
   // CPU softmax does; at most an ulp from the quotient, well inside f32 tolerances)
   constexpr int softmax(int x, int axis) {
     const std::uint32_t a = 1u << axis;
-    const int e = b.unary(op::exp, b.sub(x, b.reduce(op::amax, x, a, true)));
+    // over an empty axis the result is empty, as in PyTorch: the maximum may be -inf there
+    const int e = b.unary(op::exp, b.sub(x, b.reduce(op::amax, x, a, true, 1)));
     return b.mul(e, b.unary(op::reciprocal, b.reduce(op::sum, e, a, true)));
   }
   constexpr int log_softmax(int x, int axis) {  // (x - max) - log(sum(exp(x - max)))
     const std::uint32_t a = 1u << axis;
-    const int z = b.sub(x, b.reduce(op::amax, x, a, true));
+    const int z = b.sub(x, b.reduce(op::amax, x, a, true, 1));
     return b.sub(z, b.unary(op::log, b.reduce(op::sum, b.unary(op::exp, z), a, true)));
   }
   constexpr int layer_norm(int x, int gamma, int beta, int eps) {

@@ -303,7 +303,7 @@ KILN_RUNTIME void state::resolve_shapes() {
         index_t count = 1;
         for (int a = 0; a < in(0).rank; ++a)
           if (n.axes & (1u << a)) count *= in(0).e[a];
-        if ((n.o == op::amax || n.o == op::amin) && count == 0 && r.numel() > 0)
+        if ((n.o == op::amax || n.o == op::amin) && count == 0 && r.numel() > 0 && n.value == 0)
           throw shape_error(name(n.o), in(0), "cannot be reduced over an axis of extent 0");
         break;
       }
