@@ -3,7 +3,8 @@
 // (random_graph.hpp), made inside constant evaluation from compile-time seeds, planned and
 // compiled into kernels, and run on fresh random inputs against the eager backend on the
 // unoptimised graph (decomposed and differentiated only, where it has gradients).
-// Build with -DKILN_TEST_GRAPH_SEED=<n> to compile another set of graphs.
+// Build with -DKILN_TEST_GRAPH_SEED=<n> to compile another set of graphs; KILN_TEST_INPUTS=<n> runs
+// each on n draws of fresh inputs (1; scripts/fuzz.sh runs more).
 #pragma once
 
 #include "cpu_support.hpp"
@@ -132,9 +133,11 @@ void cpu_random_graph(random_totals& t, int threads) {
 /// Graphs graph_seed_base + First ... + First + Count - 1 of kind O.
 template <graph_options O, std::uint64_t First, std::size_t Count>
 void cpu_random_graphs(random_totals& t, int threads) {
-  [&]<std::size_t... I>(std::index_sequence<I...>) {
-    (cpu_random_graph<graph_seed_base + First + I, O>(t, threads), ...);
-  }(std::make_index_sequence<Count>{});
+  static const long draws = env_count("KILN_TEST_INPUTS", 1);
+  for (long i = 0; i < draws; ++i)
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (cpu_random_graph<graph_seed_base + First + I, O>(t, threads), ...);
+    }(std::make_index_sequence<Count>{});
 }
 
 }  // namespace kt

@@ -26,4 +26,12 @@ inline std::mt19937_64& rng() {
   return g;
 }
 
+/// A count from the environment variable `name` (a positive integer), else `fallback`: how the
+/// fuzz runs (scripts/fuzz.sh) scale the random tests up.
+inline long env_count(const char* name, long fallback) {
+  const char* s = std::getenv(name);
+  const long n = s && *s ? std::strtol(s, nullptr, 10) : 0;
+  return n > 0 ? n : fallback;
+}
+
 }  // namespace kt

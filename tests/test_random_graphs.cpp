@@ -1,6 +1,7 @@
 // Many random graphs of every kind the generator makes (random_graph.hpp): the fully optimised
 // graph (decompose + canonicalize, called as run-time functions) and its fused, planned schedule
-// must compute what the unoptimised graph computes, under the eager backend.
+// must compute what the unoptimised graph computes, under the eager backend. KILN_TEST_GRAPHS
+// sets the number of graphs of each kind (200; scripts/fuzz.sh runs many more).
 #include "random_graph.hpp"
 
 using namespace kiln;
@@ -25,10 +26,11 @@ const kind kinds[] = {
 }  // namespace
 
 TEST_CASE("random graphs: optimised == unoptimised under the eager backend") {
+  const long trials = kt::env_count("KILN_TEST_GRAPHS", 200);
   for (const kind& k : kinds) {
-    int total_before = 0, total_after = 0, total_kernels = 0;
+    long total_before = 0, total_after = 0, total_kernels = 0;
     double worst = 0;
-    for (int trial = 0; trial < 200; ++trial) {
+    for (long trial = 0; trial < trials; ++trial) {
       const std::uint64_t seed = kt::rng()();
       const graph g = kt::make_random_graph(kt::splitmix{seed}, k.opt);
       INFO(std::string(k.name) << " graph, trial " << trial << ", generator seed " << seed << ", " << g.nodes.size() << " nodes");
@@ -59,11 +61,11 @@ TEST_CASE("random graphs: optimised == unoptimised under the eager backend") {
         CHECK(kt::same_bits(got[q], planned[q]));  // the same nodes, computed alike
         worst = std::max(worst, d);
       }
-      total_kernels += static_cast<int>(sched.kernels.size());
-      total_before += static_cast<int>(g.nodes.size());
-      total_after += static_cast<int>(opt.nodes.size());
+      total_kernels += static_cast<long>(sched.kernels.size());
+      total_before += static_cast<long>(g.nodes.size());
+      total_after += static_cast<long>(opt.nodes.size());
     }
-    MESSAGE("200 random " << std::string(k.name) << " graphs: " << total_before << " nodes before, " << total_after << " after, "
+    MESSAGE(trials << " random " << std::string(k.name) << " graphs: " << total_before << " nodes before, " << total_after << " after, "
                          << total_kernels << " kernels; largest difference " << worst);
   }
 }

@@ -3,8 +3,11 @@
 // anything else (another exception, a crash, a sanitizer report, a leak) is a finding. Inputs
 // that parse must also survive a round trip: serialize what was read, parse it again, and get
 // the same names, dtypes, shapes, bits and metadata; load_into must agree with the full load.
+// And no input may take more heap than 16 times its size + 64 MB (counted by operator new).
 #include <kiln/io/idx_gzip.hpp>
 #include <kiln/io/safetensors.hpp>
+
+#include "../heap_count.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -62,7 +65,10 @@ void idx(std::span<const std::byte> in) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::span<const std::byte> in(reinterpret_cast<const std::byte*>(data), size);
-  safetensors(in);
-  idx(in);
+  const std::size_t peak = kt::heap::peak_during([&] {
+    safetensors(in);
+    idx(in);
+  });
+  if (peak > 16 * size + (std::size_t{64} << 20)) __builtin_trap();  // memory not bounded by the input
   return 0;
 }
