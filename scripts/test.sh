@@ -4,6 +4,7 @@
 #   CXX=clang++ scripts/test.sh                      clang, build-clang/
 #   KILN_SANITIZE=address,undefined scripts/test.sh  sanitizers, build-sanitize/
 #   KILN_EXAMPLES=OFF scripts/test.sh                without the examples (and their tests)
+#   KILN_OPENMP=OFF KILN_ONLY_TESTS="gemm;threads"    without OpenMP, only those tests (ThreadSanitizer)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,16 +14,18 @@ cxx=${CXX:-g++}
 sanitize=${KILN_SANITIZE:-}
 dir=build
 [ "$cxx" != "g++" ] && dir="build-$(basename "$cxx" | tr -d "+")"
-[ -n "$sanitize" ] && dir="$dir-sanitize"
+[ -n "$sanitize" ] && dir="$dir-$( [ "$sanitize" = thread ] && echo tsan || echo sanitize )"
 dir=${BUILD_DIR:-$dir}
 
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 cmake -S . -B "$dir" -DCMAKE_CXX_COMPILER="$cxx" -DKILN_SANITIZE="$sanitize" -DCMAKE_BUILD_TYPE=Release \
-  -DKILN_BUILD_TESTS=ON -DKILN_BUILD_EXAMPLES="${KILN_EXAMPLES:-ON}" "${launcher[@]}"
+  -DKILN_BUILD_TESTS=ON -DKILN_BUILD_EXAMPLES="${KILN_EXAMPLES:-ON}" -DKILN_WITH_OPENMP="${KILN_OPENMP:-ON}" \
+  -DKILN_ONLY_TESTS="${KILN_ONLY_TESTS:-}" "${launcher[@]}"
 cmake --build "$dir" -j "$(nproc)"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1}
 # KILN_CTEST_ARGS: more ctest arguments (CI's sanitizer stage leaves out some tests: .ci/run)
 read -r -a ctest_args <<< "${KILN_CTEST_ARGS:-}"
 # a test that hangs fails after KILN_CTEST_TIMEOUT seconds (the slowest took 10 s, 31 s under
