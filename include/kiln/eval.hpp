@@ -475,7 +475,7 @@ KILN_RUNTIME std::vector<any_tensor> bind_feeds(std::span<const node> nodes, std
   for (const node& n : nodes) {
     if (n.o != op::input && n.o != op::param) continue;
     any_tensor& slot = leaves[static_cast<std::size_t>(n.slot)];
-    const auto what = [&] { return std::string(name(n.o)) + " '" + std::string(n.label()) + "'"; };
+    const auto what = [&] { return placeholder_what(n.o, n.label()); };
     const feed* f = nullptr;
     for (std::size_t i = 0; i < feeds.size(); ++i)
       if (feeds[i].name == n.label()) {

@@ -932,9 +932,8 @@ std::vector<any_tensor> run(const G& g, const std::vector<any_tensor>& leaves) {
     if (kind_of(n.o) == op_kind::leaf) {
       const any_tensor& v = leaves[static_cast<std::size_t>(n.slot)];
       if (!v.defined())
-        throw std::invalid_argument("kiln: eager: no value for " + std::string(name(n.o)) + " '" +
-                                    std::string(n.label()) + "'");
-      if (v.dt() != n.dt) throw dtype_error(std::string(name(n.o)) + " '" + std::string(n.label()) + "'", n.dt, v.dt());
+        throw std::invalid_argument("kiln: eager: no value for " + placeholder_what(n.o, n.label()));
+      if (v.dt() != n.dt) throw dtype_error(placeholder_what(n.o, n.label()), n.dt, v.dt());
       vals[i] = v;
       continue;
     }

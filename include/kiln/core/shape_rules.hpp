@@ -16,6 +16,13 @@ namespace kiln {
 /// Slice end meaning "up to the end of the axis".
 inline constexpr index_t to_end = std::numeric_limits<index_t>::max();
 
+/// Whether tensor shape `got` fits the declared shape (dyn extents take any value).
+constexpr bool fits_declared(const dims& declared, const dims& got) {
+  bool fits = got.rank == declared.rank;
+  for (int i = 0; fits && i < declared.rank; ++i) fits = declared.e[i] == dyn || declared.e[i] == got.e[i];
+  return fits;
+}
+
 struct shape_result {
   dims shape;
   bool ok = true;

@@ -165,13 +165,6 @@ struct slot_info {
 template <class P>
 inline constexpr slot_info slot_info_of{P::name.view(), P::make().o, P::dt, P::shape};
 
-/// Whether tensor shape `got` fits the declared shape (dyn extents take any value).
-constexpr bool fits_declared(const dims& declared, const dims& got) {
-  bool fits = got.rank == declared.rank;
-  for (int i = 0; fits && i < declared.rank; ++i) fits = declared.e[i] == dyn || declared.e[i] == got.e[i];
-  return fits;
-}
-
 /// "param 'w1'", for messages.
 KILN_RUNTIME std::string slot_what(const slot_info& s);
 /// Zero tensors of each slot's shape (left undefined where the shape has a dyn extent).
@@ -285,13 +278,7 @@ class tensor_set<std::tuple<P...>> : public typed_feeds_base {
 
 #if KILN_DEFINE_RUNTIME
 namespace detail {
-KILN_RUNTIME std::string slot_what(const slot_info& s) {
-  std::string w(name(s.kind));
-  w += " '";
-  w += s.name;
-  w += "'";
-  return w;
-}
+KILN_RUNTIME std::string slot_what(const slot_info& s) { return placeholder_what(s.kind, s.name); }
 
 KILN_RUNTIME void zero_slots(std::span<const slot_info> info, std::span<any_tensor* const> slots) {
   for (std::size_t i = 0; i < info.size(); ++i)

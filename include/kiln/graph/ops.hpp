@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "../core/dtype.hpp"
@@ -199,6 +200,13 @@ constexpr bool is_standalone(op o) { return kind_of(o) == op_kind::movement || k
 /// Whether a node of op o reads the values of its input j; false for inputs that give only a
 /// shape (iota's, numel's and rand's first, scatter_add's third), which need not be in memory.
 constexpr bool reads_input_values(op o, int j) { return !((detail::op_table[static_cast<int>(o)].shape_only >> j) & 1); }
+/// A placeholder as messages name it: "param 'w1'" (kind and name).
+inline std::string placeholder_what(op o, std::string_view label) {
+  std::string w(detail::op_table[static_cast<int>(o)].name);
+  w += " '";
+  w += label;
+  return w += '\'';
+}
 /// Whether a node of op o with dtype dt may throw on the values it reads, partway through its
 /// kernel (gather and scatter_add on an index out of range, integer pow on a negative exponent):
 /// backends that write into a caller's tensors run such plans into fresh memory first.

@@ -106,7 +106,9 @@ class atomic_output_file {
   KILN_RUNTIME void commit();
 
  private:
-  /// Removes dir's files named `stem` + "<pid>-<n>" whose process `pid` is gone.
+  /// Removes dir's files named `stem` + "<pid>-<n>" whose process `pid` is gone. The process
+  /// is looked up on this machine: on a directory shared by several machines (NFS), a writer on
+  /// another one may lose its temporary if a local process has its pid, or have it left behind.
   KILN_RUNTIME static void remove_stale_temporaries(const std::filesystem::path& dir, const std::string& stem);
 
   std::filesystem::path dest_, tmp_;

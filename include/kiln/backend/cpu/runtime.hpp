@@ -284,12 +284,10 @@ KILN_RUNTIME void state::resolve_shapes() {
     switch (kind_of(n.o)) {
       case op_kind::leaf: {
         const any_tensor& t = leaves[static_cast<std::size_t>(n.slot)];
-        const std::string what = std::string(name(n.o)) + " '" + std::string(n.label()) + "'";
+        const std::string what = placeholder_what(n.o, n.label());
         if (!t.defined()) throw std::invalid_argument("kiln: cpu: no value for " + what);
         if (t.dt() != n.dt) throw dtype_error(what, n.dt, t.dt());
-        bool fits = t.rank() == n.shape.rank;
-        for (int a = 0; fits && a < n.shape.rank; ++a) fits = n.shape.e[a] == dyn || n.shape.e[a] == t.shape().e[a];
-        if (!fits) throw shape_error(what, n.shape, t.shape(), "differ (declared, bound)");
+        if (!fits_declared(n.shape, t.shape())) throw shape_error(what, n.shape, t.shape(), "differ (declared, bound)");
         r = t.shape();
         break;
       }
