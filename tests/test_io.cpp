@@ -836,6 +836,18 @@ TEST_CASE("idx: decompression stops at the size the IDX header declares") {
     CHECK(msg.find("gzip: decompresses to more than the 18 bytes that its header declares") != std::string::npos);
     CHECK(peak <= 16 * file.size() + (std::size_t{1} << 20));
   }
+  // a forged size trailer (4 GiB - 1) on 1 MB of incompressible data: the first buffer is
+  // believed only up to 8 times the input (it was up to 256 MiB)
+  std::vector<std::byte> noise(std::size_t{1} << 20);
+  for (auto& b : noise) b = std::byte(rng()() & 0xff);
+  auto forged = gzip(noise);
+  for (std::size_t i = 1; i <= 4; ++i) forged[forged.size() - i] = std::byte{0xff};
+  std::string forged_msg;
+  const std::size_t forged_peak = kt::heap::peak_during([&] {
+    forged_msg = format_error_of([&] { (void)io::gunzip(forged, "forged.gz"); });
+  });
+  CHECK(forged_msg.find("gzip: the compressed data is corrupt") != std::string::npos);
+  CHECK(forged_peak <= 16 * forged.size() + (std::size_t{1} << 20));
   // without the IDX reader's limit, gunzip decompresses it all
   CHECK(io::gunzip(many, "many.gz").size() == raw.size() + (std::size_t{64} << 20));
   // a file that declares more than it holds is decompressed whole, and found truncated
