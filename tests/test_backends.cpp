@@ -150,6 +150,79 @@ TEST_CASE_TEMPLATE("backend conformance: compile, out= destinations and aliasing
   }
 }
 
+TEST_CASE_TEMPLATE("backend conformance: caller memory (from_blob) as feeds and out= destinations", Bk, cpu::backend_t,
+                   eager::backend_t, kt::by_kernel) {
+  // buffers of exactly their elements (under ASan a read or write past one is an error)
+  const auto e = outputs(X{} * 2.0f + B{}, sum<1>(X{}));
+  const auto f = compile(e, Bk{});
+  const auto x = kt::random<float, 2>({6, 5});
+  const auto b = kt::random<float, 1>({5});
+  const std::vector<any_tensor> want = reference(e, {{"x", x}, {"b", b}});
+  // x as a caller's [5, 6] array, fed transposed (strides 1, 6)
+  std::vector<float> xt(30), bv(5);
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 5; ++j) xt[static_cast<std::size_t>(j * 6 + i)] = x(i, j);
+  std::memcpy(bv.data(), b.data(), sizeof(float) * 5);
+  const dims xt_strides{1, 6};
+  const any_tensor xv = any_tensor::from_blob(f32, xt.data(), dims{6, 5}, &xt_strides);
+  const any_tensor bb = any_tensor::from_blob(f32, bv.data(), dims{5});
+  CHECK(xv.shares_storage(xv));
+  CHECK_FALSE(xv.is_contiguous());
+  // destinations: a contiguous caller array, and every other element of a longer one
+  std::vector<float> y(30, -1.0f), s(11, -1.0f);
+  const dims s_strides{2};
+  std::vector<any_tensor> out{any_tensor::from_blob(f32, y.data(), dims{6, 5}),
+                              any_tensor::from_blob(f32, s.data(), dims{6}, &s_strides)};
+  f({{"x", xv}, {"b", bb}}, out);
+  CHECK(out[0].bytes() == reinterpret_cast<std::byte*>(y.data()));  // written in place
+  for (int i = 0; i < 30; ++i) CHECK(y[static_cast<std::size_t>(i)] == want[0].data<float>()[i]);
+  for (int i = 0; i < 11; ++i) {
+    if (i % 2) CHECK(s[static_cast<std::size_t>(i)] == -1.0f);  // the gaps are not written
+    else CHECK(s[static_cast<std::size_t>(i)] == doctest::Approx(want[1].data<float>()[i / 2]).epsilon(1e-6));
+  }
+  // a destination that is also a feed: the feed's old values are read
+  std::vector<float> xy(30);
+  std::memcpy(xy.data(), x.data(), sizeof(float) * 30);
+  std::vector<any_tensor> inplace{any_tensor::from_blob(f32, xy.data(), dims{6, 5}), any_tensor{}};
+  f({{"x", inplace[0]}, {"b", bb}}, inplace);
+  for (int i = 0; i < 30; ++i) CHECK(xy[static_cast<std::size_t>(i)] == want[0].data<float>()[i]);
+}
+
+TEST_CASE("from_blob: release once the last view is gone; bad pointers, strides and shapes are refused") {
+  std::vector<double> buf(12);
+  int released = 0;
+  {
+    const any_tensor t = any_tensor::from_blob(
+        f64, buf.data(), dims{3, 4}, nullptr, [](void* p, void* c) { *static_cast<int*>(c) += p != nullptr; }, &released);
+    const any_tensor v = t.transpose(0, 1).slice(0, 1, 3);
+    CHECK(released == 0);
+    CHECK(v.shares_storage(t));
+  }
+  CHECK(released == 1);
+  // no elements, no data: defined, empty
+  const any_tensor none = any_tensor::from_blob(f32, nullptr, dims{0, 3});
+  CHECK(none.defined());
+  CHECK(none.numel() == 0);
+  CHECK_THROWS_WITH_AS(any_tensor::from_blob(f32, nullptr, dims{2}), "kiln: from_blob: null data for a tensor of shape [2]",
+                       std::invalid_argument);
+  // misaligned for the element type
+  CHECK_THROWS_WITH_AS(any_tensor::from_blob(f64, reinterpret_cast<std::byte*>(buf.data()) + 4, dims{2}),
+                       doctest::Contains("not aligned to 8 bytes (f64)"), std::invalid_argument);
+  const dims negative{-1}, long_stride{index_t{1} << 58}, two{1, 1};
+  CHECK_THROWS_AS(any_tensor::from_blob(f64, buf.data(), dims{2}, &negative), shape_error);
+  CHECK_THROWS_WITH_AS(any_tensor::from_blob(f64, buf.data(), dims{4}, &long_stride), doctest::Contains("reach past 2^59"),
+                       shape_error);
+  CHECK_THROWS_AS(any_tensor::from_blob(f64, buf.data(), dims{2}, &two), shape_error);
+  CHECK_THROWS_AS(any_tensor::from_blob(f64, buf.data(), dims{index_t{1} << 40, index_t{1} << 40}), shape_error);
+  // a wrong destination is refused before anything is written
+  using V = input<"v", f64, shape<dyn>>;
+  const auto g = compile(V{} * 3.0);
+  std::vector<double> in(4, 1.0), dst(3, 7.0);
+  std::vector<any_tensor> out{any_tensor::from_blob(f64, dst.data(), dims{3})};
+  CHECK_THROWS_AS(g({{"v", any_tensor::from_blob(f64, in.data(), dims{4})}}, out), shape_error);
+  CHECK(dst == std::vector<double>(3, 7.0));
+}
+
 TEST_CASE_TEMPLATE("backend conformance: eval_into and the trainer", Bk, cpu::backend_t, eager::backend_t, kt::by_kernel) {
   const auto x = kt::random<float, 2>({4, 5});
   any_tensor dest = any_tensor(f32, dims{4, 5});

@@ -9,6 +9,7 @@
 #include <array>
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <initializer_list>
 #include <limits>
@@ -65,6 +66,18 @@ class any_tensor {
   /// A new contiguous tensor whose elements are not initialised: for results that a kernel
   /// writes in full (zero-filling first would cost as much memory traffic again).
   KILN_RUNTIME any_tensor(dtype dt, const dims& shape, uninitialized_t);
+
+  /// A tensor over memory kiln does not own, without a copy (a caller's buffer: a NumPy array,
+  /// a C array; like torch::from_blob or Eigen::Map), usable as a feed and as an out=
+  /// destination. `strides` are in elements (nullptr: contiguous) and must not be negative; a
+  /// destination's elements must not overlap. `release(data, context)`, if given, is called once
+  /// the last tensor or view of it is gone. Throws std::invalid_argument if `data` is null (with
+  /// elements) or not aligned to the element size (kiln reads elements through typed pointers:
+  /// copy such memory into a new tensor with std::memcpy first), and shape_error if the shape or
+  /// the strides reach past 2^59 elements.
+  KILN_RUNTIME static any_tensor from_blob(dtype dt, void* data, const dims& shape, const dims* strides = nullptr,
+                                           void (*release)(void* data, void* context) = nullptr,
+                                           void* context = nullptr);
 
   bool defined() const { return mem_ != nullptr; }
   dtype dt() const { return dt_; }
@@ -328,6 +341,38 @@ KILN_RUNTIME any_tensor::any_tensor(dtype dt, const dims& shape, uninitialized_t
   // (if making the control block throws, shared_ptr calls the deleter itself)
   mem_ = std::shared_ptr<std::byte>(cache.allocate(size),
                                     [size](std::byte* q) { detail::storage_cache::get().release(q, size); });
+}
+
+KILN_RUNTIME any_tensor any_tensor::from_blob(dtype dt, void* data, const dims& shape, const dims* strides,
+                                              void (*release)(void*, void*), void* context) {
+  any_tensor t;
+  t.dt_ = dt;
+  t.shape_ = allocatable(shape);
+  t.strides_ = strides ? *strides : contiguous_strides(shape);
+  if (t.strides_.rank != shape.rank)
+    throw shape_error("from_blob", shape, t.strides_, "differ in rank (shape, strides)");
+  // the farthest element's offset, checked as a shape's element count is (2^59)
+  index_t last = 0;
+  bool empty = false;
+  for (int i = 0; i < shape.rank; ++i) {
+    if (t.strides_.e[i] < 0) throw shape_error("from_blob", shape, t.strides_, "need strides that are not negative");
+    empty = empty || shape.e[i] == 0;
+    if (shape.e[i] > 1 && (t.strides_.e[i] > max_elements / (shape.e[i] - 1) ||
+                           last > max_elements - (shape.e[i] - 1) * t.strides_.e[i]))
+      throw shape_error("from_blob", shape, t.strides_, "reach past 2^59 elements (shape, strides)");
+    if (shape.e[i] > 1) last += (shape.e[i] - 1) * t.strides_.e[i];
+  }
+  const std::size_t size = size_of(dt);
+  if (!data && !empty) throw std::invalid_argument("kiln: from_blob: null data for a tensor of shape " + to_string(shape));
+  if (reinterpret_cast<std::uintptr_t>(data) % size != 0)
+    throw std::invalid_argument("kiln: from_blob: data is not aligned to " + std::to_string(size) + " bytes (" +
+                                std::string(name(dt)) + "): copy it into a new tensor first");
+  // (a tensor without elements may have no data: it still needs an address to be defined)
+  alignas(storage_alignment) static std::byte nothing[storage_alignment];
+  std::byte* p = data ? static_cast<std::byte*>(data) : nothing;
+  if (release) t.mem_ = std::shared_ptr<std::byte>(p, [release, context, data](std::byte*) { release(data, context); });
+  else t.mem_ = std::shared_ptr<std::byte>(p, [](std::byte*) {});
+  return t;
 }
 
 KILN_RUNTIME any_tensor any_tensor::slice(int axis, index_t begin, index_t end, index_t step) const {
