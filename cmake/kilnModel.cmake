@@ -1,0 +1,30 @@
+# kiln_add_model(<target> SOURCE <model.cpp> [STATIC]): a library (shared by default) that
+# exports one kiln model through the C ABI of <kiln/export/kiln_model.h> (kiln/export.hpp). Of
+# a shared library only that ABI's symbols are visible (a version script hides the rest, kiln's
+# inline code included), it may not leave symbols undefined, and with g++ it links libgcc
+# statically: its dependencies are libc, libm, libstdc++ and (with OpenMP) libgomp. A target
+# that links it gets the C header's include directory.
+function(kiln_add_model target)
+  cmake_parse_arguments(arg "STATIC" "SOURCE" "" ${ARGN})
+  if(NOT arg_SOURCE)
+    message(FATAL_ERROR "kiln_add_model(${target}): SOURCE <file> is required")
+  endif()
+  if(arg_STATIC)
+    add_library(${target} STATIC ${arg_SOURCE})
+  else()
+    add_library(${target} SHARED ${arg_SOURCE})
+  endif()
+  target_link_libraries(${target} PRIVATE kiln::kiln)
+  target_include_directories(${target} INTERFACE $<TARGET_PROPERTY:kiln::kiln,INTERFACE_INCLUDE_DIRECTORIES>)
+  set_target_properties(${target} PROPERTIES CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON
+                                             POSITION_INDEPENDENT_CODE ON)
+  if(NOT arg_STATIC AND CMAKE_SYSTEM_NAME MATCHES "Linux|FreeBSD")
+    set(map ${CMAKE_CURRENT_BINARY_DIR}/${target}.kiln.map)
+    file(WRITE ${map} "{\n  global: kiln_*;\n  local: *;\n};\n")
+    target_link_options(${target} PRIVATE -Wl,--version-script=${map})
+    if(NOT KILN_SANITIZE)  # (a sanitized library leaves the sanitizer's runtime to the program)
+      target_link_options(${target} PRIVATE -Wl,--no-undefined $<$<CXX_COMPILER_ID:GNU>:-static-libgcc>)
+    endif()
+    set_property(TARGET ${target} APPEND PROPERTY LINK_DEPENDS ${map})
+  endif()
+endfunction()
