@@ -260,20 +260,45 @@ KILN_API int kiln_model_create(kiln_model** model) {
 
 KILN_API void kiln_model_destroy(kiln_model* model) { delete model; }
 
+namespace kiln::exporting::detail {
+
+/// Reads every parameter with `read(fresh, allow_extra)` into new tensors, then puts them in
+/// the model: a file that does not match changes nothing.
+template <class Header, class Read>
+void load_params(kiln_model* model, Header&& header, Read&& read) {
+  need(model, "the model");
+  // a training checkpoint (kiln.step in its metadata) also holds the optimizer's state
+  const bool checkpoint = header().metadata.count("kiln.step") > 0;
+  io::tensor_map fresh;
+  for (const auto& p : the_model().params) {
+    if (!p.shape.is_static())
+      throw std::invalid_argument("kiln: param '" + p.name + "' has a dyn extent: set it with kiln_model_set_param");
+    fresh[p.name] = any_tensor(p.dt, p.shape);
+  }
+  read(fresh, io::load_options{.allow_extra = checkpoint});
+  for (auto& [name, t] : fresh) model->params.find(name)->second = t;
+}
+
+}  // namespace kiln::exporting::detail
+
 KILN_API int kiln_model_load(kiln_model* model, const char* path) {
   return kiln::exporting::detail::guarded([&] {
-    kiln::exporting::detail::need(model, "kiln_model_load's model");
     kiln::exporting::detail::need(path, "kiln_model_load's path");
-    // a training checkpoint (kiln.step in its metadata) also holds the optimizer's state
-    const bool checkpoint = kiln::io::read_safetensors_header(path).metadata.count("kiln.step") > 0;
-    kiln::io::tensor_map fresh;
-    for (const auto& p : kiln::exporting::the_model().params) {
-      if (!p.shape.is_static())
-        throw std::invalid_argument("kiln: param '" + p.name + "' has a dyn extent: set it with kiln_model_set_param");
-      fresh[p.name] = kiln::any_tensor(p.dt, p.shape);
-    }
-    kiln::io::load_into(path, fresh, {.allow_extra = checkpoint});
-    for (auto& [name, t] : fresh) model->params.find(name)->second = t;
+    kiln::exporting::detail::load_params(
+        model, [&] { return kiln::io::read_safetensors_header(path); },
+        [&](const kiln::io::tensor_map& dst, const kiln::io::load_options& opt) { kiln::io::load_into(path, dst, opt); });
+  });
+}
+
+KILN_API int kiln_model_load_buffer(kiln_model* model, const void* data, size_t size) {
+  return kiln::exporting::detail::guarded([&] {
+    if (size) kiln::exporting::detail::need(data, "kiln_model_load_buffer's data");
+    const std::span<const std::byte> bytes(static_cast<const std::byte*>(data), size);
+    kiln::exporting::detail::load_params(
+        model, [&] { return kiln::io::parse_safetensors_header(bytes, "<buffer>"); },
+        [&](const kiln::io::tensor_map& dst, const kiln::io::load_options& opt) {
+          kiln::io::parse_into(bytes, dst, opt, "<buffer>");
+        });
   });
 }
 

@@ -171,6 +171,14 @@ TEST_CASE("export: parameters set from memory or loaded from a file give this pr
   }
   const auto after = run(h.m, x);
   CHECK(kt::same_bits(after[0], want[0]));
+  // from memory: the whole file, and every prefix of it refused
+  const std::vector<std::byte> bytes = io::serialize_safetensors(params);
+  model_handle from_memory;
+  REQUIRE(kiln_model_load_buffer(from_memory.m, bytes.data(), bytes.size()) == KILN_OK);
+  CHECK(kt::same_bits(run(from_memory.m, x)[0], want[0]));
+  for (std::size_t cut = 0; cut < bytes.size(); cut += 1 + cut / 3)
+    CHECK(kiln_model_load_buffer(h.m, bytes.data(), cut) == KILN_ERROR_FILE);
+  CHECK(kiln_model_load_buffer(h.m, nullptr, 10) == KILN_ERROR_ARGUMENT);
   std::filesystem::remove_all(dir);
 }
 

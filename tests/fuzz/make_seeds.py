@@ -44,6 +44,16 @@ seeds = {
         "e": ("F32", [0, 4], b""),
     }),
     "f16.safetensors": safetensors({"x": ("F16", [2], b"\x00\x3c\x00\xc0")}),
+    # the weights of fuzz_export's model, and a checkpoint of it (optimizer state, kiln.step)
+    "export.safetensors": safetensors({
+        "w": ("F32", [3, 2], struct.pack("<6f", 0.5, -1, 2, 0.25, -3, 1)),
+        "b": ("F32", [2], struct.pack("<2f", 0.125, -0.5)),
+    }),
+    "export-ckpt.safetensors": safetensors({
+        "w": ("F32", [3, 2], struct.pack("<6f", 0.5, -1, 2, 0.25, -3, 1)),
+        "b": ("F32", [2], struct.pack("<2f", 0.125, -0.5)),
+        "w.exp_avg": ("F32", [3, 2], struct.pack("<6f", 0, 0, 1, 0, 0, 1)),
+    }, {"kiln.step": "3"}),
     "images.idx": idx(0x08, [2, 3, 4], bytes(range(24))),
     "labels.idx": idx(0x08, [5], bytes([9, 0, 3, 1, 7])),
     "f64.idx": idx(0x0E, [2], struct.pack(">2d", 1.5, -2.0)),

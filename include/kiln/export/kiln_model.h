@@ -74,6 +74,8 @@ void kiln_model_destroy(kiln_model* model);
  * first mismatch is named). A kiln training checkpoint's other tensors (optimizer state) are
  * ignored. */
 int kiln_model_load(kiln_model* model, const char* path);
+/* The same from a whole safetensors file in memory (weights embedded in a program, say). */
+int kiln_model_load_buffer(kiln_model* model, const void* data, size_t size);
 /* Sets one parameter from the caller's memory (copied). */
 int kiln_model_set_param(kiln_model* model, const kiln_tensor* value);
 /* The shape that output `i` has for these inputs (`shape` has room for KILN_MAX_RANK). The
