@@ -3,7 +3,11 @@
 # a shared library only that ABI's symbols are visible (a version script hides the rest, kiln's
 # inline code included), it may not leave symbols undefined, and with g++ it links libgcc
 # statically: its dependencies are libc, libm, libstdc++ and (with OpenMP) libgomp. A target
-# that links it gets the C header's include directory.
+# that links it gets the C header's include directory and <target>.h, a header generated from
+# the library that describes the model (names, dtypes, shapes as macros: <TARGET>_INPUT_0_NAME,
+# ...), unless cross-compiling; a target that includes it adds add_dependencies(app
+# <target>_header). (The project must enable C, project(... C CXX), for the header.)
+set(KILN_MODEL_HEADER_SOURCE ${CMAKE_CURRENT_LIST_DIR}/kiln_model_header.c)
 function(kiln_add_model target)
   cmake_parse_arguments(arg "STATIC" "SOURCE" "" ${ARGN})
   if(NOT arg_SOURCE)
@@ -26,5 +30,19 @@ function(kiln_add_model target)
       target_link_options(${target} PRIVATE -Wl,--no-undefined $<$<CXX_COMPILER_ID:GNU>:-static-libgcc>)
     endif()
     set_property(TARGET ${target} APPEND PROPERTY LINK_DEPENDS ${map})
+  endif()
+  if(NOT CMAKE_CROSSCOMPILING AND CMAKE_C_COMPILER)
+    string(TOUPPER ${target} prefix)
+    string(MAKE_C_IDENTIFIER ${prefix} prefix)
+    set(dir ${CMAKE_CURRENT_BINARY_DIR}/${target}_include)
+    add_executable(${target}_header_writer ${KILN_MODEL_HEADER_SOURCE})
+    target_link_libraries(${target}_header_writer PRIVATE ${target})
+    add_custom_command(OUTPUT ${dir}/${target}.h
+      COMMAND ${CMAKE_COMMAND} -E make_directory ${dir}
+      COMMAND ${target}_header_writer ${prefix} ${dir}/${target}.h
+      DEPENDS ${target}_header_writer
+      COMMENT "Describing the model of ${target} in ${target}.h")
+    add_custom_target(${target}_header ALL DEPENDS ${dir}/${target}.h)
+    target_include_directories(${target} INTERFACE ${dir})
   endif()
 endfunction()
