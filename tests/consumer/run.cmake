@@ -45,3 +45,6 @@ else()
   run("building" ${CMAKE_COMMAND} --build ${WORK}/build)
 endif()
 run("running" ${WORK}/build/consumer)
+if(MODE STREQUAL "find_package")  # and the model exported with the installed kiln_add_model
+  run("running the exported model's caller" ${WORK}/build/caller)
+endif()
