@@ -192,11 +192,12 @@ TEST_CASE("empty reductions: sums of nothing are 0, max of nothing is an error")
   using Y = input<"y", f32, shape<dyn, dyn>>;
   CHECK(kt::cpu_vs_eager(outputs(sum<1>(Y{}), mean<1>(Y{})), {{"y", wide}}) == 0);
   // softmax along an empty axis is empty, as in PyTorch (its maximum used to fail, naming amax)
-  for (const auto& [t, axis0] : {std::pair{tensor<float, 2>({0, 4}), true}, std::pair{wide, false}}) {
-    INFO("shape " << to_string(t.any().shape()));
+  for (const auto& [empty, axis0] : {std::pair{tensor<float, 2>({0, 4}), true}, std::pair{wide, false}}) {
+    const any_tensor t = empty;  // (clang 14 cannot capture a structured binding)
+    INFO("shape " << to_string(t.shape()));
     const auto check = [&](const auto& e) {
       for (const any_tensor& got : {eval_any(e, {{"y", t}}), eval_any(e, {{"y", t}}, eager::backend)}) {
-        CHECK(got.shape() == t.any().shape());
+        CHECK(got.shape() == t.shape());
         CHECK(got.numel() == 0);
       }
     };
