@@ -1,6 +1,6 @@
 # An exported model library shows only the C API (nm -D: every defined symbol starts with
-# kiln_) and needs only libc (and its loader), libm, libstdc++ (and libgomp with OpenMP)
-# (readelf -d: NEEDED).
+# kiln_) and needs only libc (and its loader), libm, libstdc++ and OpenMP's runtime (libgomp;
+# clang's libomp) (readelf -d: NEEDED).
 execute_process(COMMAND nm -D --defined-only ${LIB} OUTPUT_VARIABLE syms RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "nm -D ${LIB} failed")
@@ -23,8 +23,8 @@ execute_process(COMMAND readelf -d ${LIB} OUTPUT_VARIABLE dyn RESULT_VARIABLE rc
 string(REGEX MATCHALL "Shared library: \\[[^]]+\\]" needed "${dyn}")
 foreach(lib IN LISTS needed)
   string(REGEX REPLACE "Shared library: \\[([^]]+)\\]" "\\1" lib "${lib}")
-  if(NOT lib MATCHES "^(libc|libm|libstdc\\+\\+|libgomp|ld-linux[-a-z0-9_]*)\\.so")
-    message(FATAL_ERROR "${LIB} needs ${lib}: only libc (and its loader), libm, libstdc++ and libgomp are allowed")
+  if(NOT lib MATCHES "^(libc|libm|libstdc\\+\\+|libgomp|libomp|ld-linux[-a-z0-9_]*)\\.so")
+    message(FATAL_ERROR "${LIB} needs ${lib}: only libc (and its loader), libm, libstdc++ and OpenMP (libgomp, clang: libomp) are allowed")
   endif()
 endforeach()
 message(STATUS "${LIB}: ${n} symbols, all of the C API; needs ${needed}")
