@@ -18,7 +18,13 @@
 #endif
 
 #if KT_HEAP_HOOKS
-#include <sanitizer/allocator_interface.h>
+// the sanitizer runtime's allocator interface (declared here: g++ does not ship
+// <sanitizer/allocator_interface.h>, clang does; both runtimes define these)
+extern "C" {
+int __sanitizer_install_malloc_and_free_hooks(void (*malloc_hook)(const volatile void*, std::size_t),
+                                              void (*free_hook)(const volatile void*));
+std::size_t __sanitizer_get_allocated_size(const volatile void* p);
+}
 #else
 #include <malloc.h>
 #endif
@@ -46,7 +52,7 @@ std::size_t peak_during(F&& f) {
 #if KT_HEAP_HOOKS
 inline void on_malloc(const volatile void*, std::size_t n) { add(static_cast<long long>(n)); }
 inline void on_free(const volatile void* p) {
-  if (p) now -= static_cast<long long>(__sanitizer_get_allocated_size(const_cast<const void*>(p)));
+  if (p) now -= static_cast<long long>(__sanitizer_get_allocated_size(p));
 }
 inline const int hooks = __sanitizer_install_malloc_and_free_hooks(on_malloc, on_free);
 #else
