@@ -32,7 +32,7 @@ import os
 import statistics
 import sys
 
-IMPL_ORDER = ["kiln", "kiln-unfused", "kiln-eager", "hand-fused", "eigen", "xtensor", "libtorch", "libtorch-sdpa",
+IMPL_ORDER = ["kiln", "kiln-abi", "kiln-unfused", "kiln-eager", "hand-fused", "eigen", "xtensor", "libtorch", "libtorch-sdpa",
               "openblas"]
 # The reference of the "vs" column: kiln when it was measured, else the roofline loop, else BLAS.
 REF_ORDER = ["kiln", "hand-fused", "openblas"]
@@ -94,6 +94,7 @@ def summarise(ctx, groups):
             fractions = [b["amount"] / s / b.get("rate_scale", 1e9) / l for s, l in zip(secs, paired)]
             entry["paired_limit"] = {"rate": statistics.median(paired), "min_rate": min(paired),
                                      "max_rate": max(paired), "fraction": statistics.median(fractions)}
+        entry["no_output"] = bool(b.get("no_output"))  # a limit row of a suite (export's read-weights)
         err = b.get("rel_error")
         entry["rel_error"] = None if err is None or err >= NOT_FINITE else err
         tol = b.get("tolerance")
@@ -276,7 +277,7 @@ def markdown(suite, ctx, rows, limits, round_limits, quick, errors):
                 if "equal_stream_ratio" in r else "-" if r["workload"] not in stream_paired else \
                 "ref" if r["impl"] == r["ratio_ref"] else "n/a"
             vs += f" | {eq}"
-        err = "not finite" if r["rel_error"] is None and r["impl"] != "kiln-eager" else (
+        err = "n/a" if r.get("no_output") else "not finite" if r["rel_error"] is None and r["impl"] != "kiln-eager" else (
             "reference" if r["impl"] == "kiln-eager" else f"{r['rel_error']:.1e}")
         if r.get("within_tolerance") is False:
             err = f"**{err} > {r['tolerance']:.0e}**"

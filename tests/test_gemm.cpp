@@ -2,6 +2,7 @@
 // width and the cache blocks, transposed and strided operands, batches with broadcast
 // operands, epilogues (each element once, after its final sum), 1 vs 2 threads bitwise equal,
 // and the double, bf16, int32 and int64 paths.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <doctest/doctest.h>
@@ -281,10 +282,12 @@ TEST_CASE("A broadcast along its rows (row stride 0) is packed, not read in plac
 }
 
 TEST_CASE("B by columns (x W^T) packs by 8 x 8 transposes: bitwise what B by rows gives") {
-  // k around the 8-step transposes (tails of 1-7) and across k blocks; n with an edge panel
+  // k around the 8-step transposes (tails of 1-7) and across k blocks; n with an edge panel;
+  // more rows than the dot products take (next test)
+  static_assert(cpu::detail::gemm_dot_rows < 9);
   for (int threads : {1, 2}) {
     threads_guard t(threads);
-    for (index_t m : {5, 70})
+    for (index_t m : {9, 70})
       for (index_t n : {index_t{1}, index_t{fcfg::nr}, index_t{3 * fcfg::nr + 5}})
         for (index_t k : {index_t{1}, index_t{7}, index_t{8}, index_t{9}, index_t{17}, fcfg::kc + 5, 2 * fcfg::kc + 3}) {
           CAPTURE(threads);
@@ -334,6 +337,63 @@ TEST_CASE("empty products write nothing; k = 0 gives zeros and still runs the ep
   for (int s : seen) CHECK(s == 1);
   CHECK(z.at(1, 2, 4) == 1.5);
   CHECK(z.guards_intact());
+}
+
+TEST_CASE("few rows times B by columns are dot products: right, each row's bits its own, any threads") {
+  using cpu::detail::gemm_dot_applies;
+  using arch = cpu::detail::gemm_arch;
+  const index_t w = fcfg::width;
+  for (index_t m = 1; m <= cpu::detail::gemm_dot_rows; ++m)
+    for (index_t n : {index_t{1}, index_t{7}, index_t{8 * 3 + 5}, index_t{300}})
+      for (index_t k : {2 * m * w, 2 * m * w + 5, index_t{1000}}) {
+        CAPTURE(m);
+        CAPTURE(n);
+        CAPTURE(k);
+        const operand<float> a(1, m, k, layout::padded, false), b(1, k, n, layout::cols, false);
+        REQUIRE(gemm_dot_applies<float, arch>(m, k, a.ref, b.ref));  // the path under test
+        output<float> c1(1, m, n, 3), c2(1, m, n, 3);
+        std::set<std::thread::id> ids;
+        std::mutex ids_mutex;
+        std::vector<int> visits(static_cast<std::size_t>(m * n), 0);
+        bool final_value = true;
+        {
+          threads_guard t(1);
+          cpu::gemm<float>(1, m, n, k, a.ref, b.ref, c1.ref());
+        }
+        {
+          threads_guard t(2);
+          cpu::gemm<float>(1, m, n, k, a.ref, b.ref, c2.ref(), [&](index_t, index_t i, index_t j0, index_t count, float* row) {
+            std::lock_guard<std::mutex> l(ids_mutex);
+            ids.insert(std::this_thread::get_id());
+            for (index_t j = 0; j < count; ++j) {
+              ++visits[static_cast<std::size_t>(i * n + j0 + j)];
+              final_value = final_value && row[j] == static_cast<float>(c2.at(0, i, j0 + j));
+            }
+          });
+        }
+        CHECK(worst_error(c1, product(1, m, n, k, a, b)) <= 1e-4);
+        CHECK(c1.guards_intact());
+        CHECK(c2.guards_intact());
+        CHECK(std::memcmp(c1.store.data(), c2.store.data(), c1.store.size() * sizeof(float)) == 0);
+        CHECK(std::all_of(visits.begin(), visits.end(), [](int v) { return v == 1; }));
+        CHECK(final_value);
+        if (n * k * 4 >= 256000) CHECK(ids.size() == 2);  // big enough to split among the threads
+        // row i alone (a product of one row, also dot products) gives row i's bits
+        for (index_t i = 0; i < m; ++i) {
+          output<float> one(1, 1, n);
+          const matrix_ref<const float> ai{a.ref.data + i * a.ref.row_stride, 0, a.ref.row_stride, 1};
+          cpu::gemm<float>(1, 1, n, k, ai, b.ref, one.ref());
+          CHECK(std::memcmp(one.store.data(), c1.store.data() + i * c1.ld, static_cast<std::size_t>(n) * sizeof(float)) == 0);
+        }
+      }
+  // batches, A broadcast over them; below the rule's k, or with more rows, packing takes them
+  check_product<float>(3, 2, 40, 300, layout::rows, layout::cols, true, false, 1);
+  check_product<float>(2, 5, 33, 1000, layout::repeated, layout::cols);
+  CHECK_FALSE(gemm_dot_applies<float, arch>(4, 2 * 4 * w - 1, operand<float>(1, 4, 1, layout::rows, false).ref,
+                                            operand<float>(1, 1, 1, layout::cols, false).ref));
+  CHECK_FALSE(gemm_dot_applies<float, arch>(cpu::detail::gemm_dot_rows + 1, 1000, operand<float>(1, 1, 1, layout::rows, false).ref,
+                                            operand<float>(1, 1, 1, layout::cols, false).ref));
+  check_product<double>(1, 3, 50, 500, layout::rows, layout::cols);
 }
 
 TEST_CASE("the epilogue sees every element once, after its final sum") {

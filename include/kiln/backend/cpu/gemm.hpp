@@ -508,6 +508,78 @@ void gemm_block(index_t bi, index_t m0, index_t m1, index_t n0, index_t n1, inde
   }
 }
 
+// ---- few rows times B by columns: dot products ---------------------------------------------------
+// x W^T with x of a few rows (a linear layer at batch 1, a decoding step): B's columns are W's
+// rows, contiguous, and each serves only those few rows, so packing B (transposing it, about 12
+// multiply-adds' worth per element) cost several times the product itself. Instead each
+// element of C is a dot product of a row of A with a column of B, both read in place; B is read
+// once (for up to gemm_dot_rows rows), as a matrix-vector product must. Each element's sum runs
+// over k in one order (vector lanes, then the lanes' sum, then the tail) whatever the split into
+// threads, row tiles or column groups. Each dot product ends in a sum across the vector's lanes,
+// about a dozen multiply-adds' worth, against packing's 12 per element of B shared by m rows: the
+// dot products won from k of about m * (lanes) on and clearly from twice that, the rule here
+// (measured for m up to 8; from 9 rows packing won).
+inline constexpr index_t gemm_dot_rows = 8;
+template <class T, class Arch> constexpr bool gemm_dot_applies(index_t m, index_t k, const matrix_ref<const T>& a,
+                                                               const matrix_ref<const T>& b) {
+  return std::is_same_v<T, gemm_compute_t<T>> && gemm_config<T, Arch>::vectorised && m <= gemm_dot_rows &&
+         k >= 2 * m * gemm_config<T, Arch>::width && a.col_stride == 1 && b.row_stride == 1 && b.col_stride != 1;
+}
+
+// R rows of A (row stride ars) times NJ columns of B (column stride bcs) into C (row stride ldc).
+template <int R, int NJ, class T, class Arch>
+void gemm_dot_tile(index_t k, const T* a, index_t ars, const T* b, index_t bcs, T* c, index_t ldc) {
+  using V = xsimd::batch<T, Arch>;
+  constexpr index_t w = static_cast<index_t>(V::size);
+  V acc[R][NJ];
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < NJ; ++j) acc[r][j] = V(T(0));
+  index_t p = 0;
+  for (; p + w <= k; p += w) {
+    V bv[NJ];
+    for (int j = 0; j < NJ; ++j) bv[j] = V::load_unaligned(b + j * bcs + p);
+    for (int r = 0; r < R; ++r) {
+      const V av = V::load_unaligned(a + r * ars + p);
+      for (int j = 0; j < NJ; ++j) acc[r][j] = fmadd(av, bv[j], acc[r][j]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < NJ; ++j) {
+      T s = xsimd::hadd(acc[r][j]);
+      for (index_t q = p; q < k; ++q) s += a[r * ars + q] * b[j * bcs + q];
+      c[r * ldc + j] = s;
+    }
+}
+
+// Columns [n0, n1) of C for all m rows, in segments whose rows then go to the epilogue.
+template <int R, class T, class Arch>
+void gemm_dot_rows_of(index_t n0, index_t n1, index_t k, const T* a, index_t ars, const T* b, index_t bcs, T* c,
+                      index_t ldc) {
+  // NJ columns at a time: R * NJ accumulators, NJ vectors of B and one of A in registers
+  constexpr int NJ = std::min(8, (gemm_registers<Arch>() - 2) / (R + 1));
+  index_t j = n0;
+  for (; j + NJ <= n1; j += NJ) gemm_dot_tile<R, NJ, T, Arch>(k, a, ars, b + j * bcs, bcs, c + j, ldc);
+  for (; j < n1; ++j) gemm_dot_tile<R, 1, T, Arch>(k, a, ars, b + j * bcs, bcs, c + j, ldc);
+}
+
+template <class T, class Arch, class Epilogue>
+void gemm_dot(index_t bi, index_t m, index_t n0, index_t n1, index_t k, const T* a, index_t ars, const T* b,
+              index_t bcs, T* c, index_t ldc, const Epilogue& ep) {
+  constexpr index_t segment = 128;  // columns per epilogue call: C's rows still in L1
+  for (index_t j0 = n0; j0 < n1; j0 += segment) {
+    const index_t j1 = std::min(n1, j0 + segment);
+    index_t i = 0;
+    for (; i + 4 <= m; i += 4) gemm_dot_rows_of<4, T, Arch>(j0, j1, k, a + i * ars, ars, b, bcs, c + i * ldc, ldc);
+    switch (m - i) {
+      case 3: gemm_dot_rows_of<3, T, Arch>(j0, j1, k, a + i * ars, ars, b, bcs, c + i * ldc, ldc); break;
+      case 2: gemm_dot_rows_of<2, T, Arch>(j0, j1, k, a + i * ars, ars, b, bcs, c + i * ldc, ldc); break;
+      case 1: gemm_dot_rows_of<1, T, Arch>(j0, j1, k, a + i * ars, ars, b, bcs, c + i * ldc, ldc); break;
+      default: break;
+    }
+    for (index_t r = 0; r < m; ++r) ep(bi, r, j0, j1 - j0, c + r * ldc + j0);
+  }
+}
+
 // How to split one product among `parts` threads: tm x tn rectangles of whole micro-tiles.
 // A thread packs the rows of A and the columns of B that its rectangle needs, so splitting N
 // makes every thread pack all of A, splitting M all of B (once per MC block of its rows): the
@@ -593,6 +665,26 @@ void gemm(index_t batch, index_t m, index_t n, index_t k, matrix_ref<const T> a,
         ep(bi, i, index_t{0}, n, row);
       }
     return;
+  }
+  if constexpr (std::is_same_v<T, detail::gemm_compute_t<T>> && detail::gemm_config<T, Arch>::vectorised) {
+    if (detail::gemm_dot_applies<T, Arch>(m, k, a, b)) {
+      // threads split the columns; worth a wake-up from some hundred KiB of B on
+      const double bytes = static_cast<double>(batch) * static_cast<double>(n) * static_cast<double>(k) * sizeof(T);
+      const index_t threads = bytes < 256e3 ? 1 : std::max(1, num_threads());
+      const index_t parts = std::min(threads / std::gcd(batch, threads), (n + 15) / 16);
+      auto run = [&](index_t begin, index_t end) {
+        for (index_t item = begin; item < end; ++item) {
+          const index_t bi = item / parts, part = item % parts;
+          const index_t n0 = n * part / parts / 16 * 16, n1 = part + 1 == parts ? n : n * (part + 1) / parts / 16 * 16;
+          detail::gemm_dot<T, Arch>(bi, m, n0, n1, k, a.data + bi * a.batch_stride, a.row_stride,
+                                    b.data + bi * b.batch_stride, b.col_stride, c.data + bi * c.batch_stride, ldc, ep);
+        }
+      };
+      const index_t items = batch * parts;
+      if (threads == 1 || items == 1) run(0, items);
+      else parallel_for(items, 1, run, 1);
+      return;
+    }
   }
   using cfg = detail::gemm_config<detail::gemm_compute_t<T>, Arch>;
   const index_t tiles_m = (m + cfg::mr - 1) / cfg::mr, tiles_n = (n + cfg::nr - 1) / cfg::nr;
