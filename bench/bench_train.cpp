@@ -216,6 +216,7 @@ int main(int argc, char** argv) {
 #ifdef KILN_BENCH_HAVE_TORCH
   impls.push_back(&train_libtorch_impl);
 #endif
+  impls.push_back(&train_kiln_profiled_impl);  // after libtorch: its rel_error is against kiln (bit for bit)
   batch_sizes = opt.quick ? std::vector<std::int64_t>{37, 64} : std::vector<std::int64_t>{64, 256};
 
   const char* dir = std::getenv("KILN_BENCH_FASHION_MNIST");
@@ -246,8 +247,9 @@ int main(int argc, char** argv) {
       "samples/s = batch / median seconds of one training step (forward, backward, Adam update); no physical limit "
       "applies (of limit: n/a); vs = seconds / seconds of the reference impl named; rel_error: both start from kiln's "
       "initial weights and take one step on the same batch, then max(|loss_a - loss_b| / |loss_b|, ||p_a - p_b|| / "
-      "||p_b|| (L2) over the six updated parameters), b the other impl (the elementwise max|p_a - p_b| / max|p_b| "
-      "is in the raw JSON as rel_error_params_maxabs)");
+      "||p_b|| (L2) over the six updated parameters), b the other impl (kiln-profiled: kiln) (the elementwise "
+      "max|p_a - p_b| / max|p_b| is in the raw JSON as rel_error_params_maxabs); kiln-profiled: kiln with the "
+      "profiler (KILN_PROFILE, kiln::profiler) recording every step, its overhead");
 #ifndef KILN_BENCH_HAVE_TORCH
   benchmark::AddCustomContext("skipped", "mlp_train/libtorch: libtorch is not installed (scripts/setup-bench.sh)\n");
 #endif

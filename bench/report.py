@@ -32,7 +32,7 @@ import os
 import statistics
 import sys
 
-IMPL_ORDER = ["kiln", "kiln-abi", "kiln-unfused", "kiln-eager", "hand-fused", "eigen", "xtensor", "libtorch", "libtorch-sdpa",
+IMPL_ORDER = ["kiln", "kiln-abi", "kiln-profiled", "kiln-unfused", "kiln-eager", "hand-fused", "eigen", "xtensor", "libtorch", "libtorch-sdpa",
               "openblas"]
 # The reference of the "vs" column: kiln when it was measured, else the roofline loop, else BLAS.
 REF_ORDER = ["kiln", "hand-fused", "openblas"]

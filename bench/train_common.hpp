@@ -57,6 +57,7 @@ struct train_impl {
 };
 
 extern const train_impl train_kiln_impl;      // train_kiln.cpp
+extern const train_impl train_kiln_profiled_impl;  // train_kiln.cpp: the same, the profiler recording
 extern const train_impl train_libtorch_impl;  // train_torch.cpp (when libtorch is installed)
 
 /// Fashion-MNIST's training set (train_kiln.cpp, with kiln::io::read_idx and io::gunzip):

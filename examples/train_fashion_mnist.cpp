@@ -11,6 +11,7 @@
 // every epoch; --resume continues from one, to the bit: the shuffle of epoch e depends only on
 // (seed, e) and the learning rate only on the step (and on --epochs, the length of the whole
 // run: --stop-after E ends a run after epoch E of it). The last line is test_accuracy=<value>.
+#include <kiln/data/loader.hpp>
 #include <kiln/io/idx.hpp>
 #include <kiln/io/idx_gzip.hpp>
 #include <kiln/nn/modules.hpp>
@@ -20,9 +21,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
-#include <numeric>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -138,16 +137,6 @@ dataset load(const std::string& dir, const std::string& part, index_t limit) {
   return d;
 }
 
-// The order of epoch e: a Fisher-Yates shuffle drawn from philox(seed, e).
-std::vector<index_t> order(index_t n, std::uint64_t seed, int epoch) {
-  std::vector<index_t> idx(static_cast<std::size_t>(n));
-  std::iota(idx.begin(), idx.end(), index_t{0});
-  const nn::philox r(seed, 0x5348554646ull + static_cast<std::uint64_t>(epoch));
-  for (index_t i = n - 1; i > 0; --i)
-    std::swap(idx[static_cast<std::size_t>(i)], idx[r.below(static_cast<std::uint64_t>(i), static_cast<std::uint64_t>(i + 1))]);
-  return idx;
-}
-
 // Fraction of the images whose largest logit is their label.
 template <class M>
 double accuracy(const dataset& d, const nn::param_set<typename M::net::params>& params) {
@@ -198,37 +187,40 @@ int train(const options& o) {
               static_cast<long long>(train.size()), static_cast<long long>(test.size()), static_cast<long long>(o.batch), o.lr,
               cpu::num_threads());
 
-  any_tensor xb(dtype::f32, dims{o.batch, 784}), yb(dtype::i64, dims{o.batch});
+  // batches shuffled by (seed, epoch), the next one gathered on the loader's thread while this
+  // one trains (data/loader.hpp)
+  data::loader batches(data::tensor_dataset({train.images, train.labels}),
+                       {.batch = o.batch, .shuffle = true, .seed = o.seed});
   double acc = 0;
   const int last_epoch = o.stop_after > 0 ? std::min(o.stop_after, o.epochs) : o.epochs;
   for (int epoch = first_epoch; epoch < last_epoch; ++epoch) {
-    const std::vector<index_t> idx = order(train.size(), o.seed, epoch);
+    batches.begin_epoch(static_cast<std::uint64_t>(epoch));
+    const double waited_before = batches.waited();
     const auto t0 = std::chrono::steady_clock::now();
     double loss_sum = 0;
-    for (index_t s = 0; s < steps_per_epoch; ++s) {
-      const index_t at = s * o.batch, n = std::min(o.batch, train.size() - at);
-      const any_tensor x = n == o.batch ? xb : xb.slice(0, 0, n);
-      const any_tensor y = n == o.batch ? yb : yb.slice(0, 0, n);
-      for (index_t i = 0; i < n; ++i) {
-        const index_t k = idx[static_cast<std::size_t>(at + i)];
-        std::memcpy(x.data<float>() + i * 784, train.images.data<float>() + k * 784, 784 * sizeof(float));
-        y.data<std::int64_t>()[i] = train.labels.data<std::int64_t>()[k];
-      }
+    index_t s = 0, seen = 0;
+    while (const auto b = batches.next()) {
+      const any_tensor& x = (*b)[0];
+      const any_tensor& y = (*b)[1];
+      const index_t n = y.numel();
       tr.options().lr = schedule(tr.steps() + 1);
       loss_sum += tr.step(typename M::X{} = x.reshape(M::batch(n)), Y{} = y);
-      if (!o.quiet && (s % 50 == 49 || s + 1 == steps_per_epoch)) {
+      ++s, seen += n;
+      if (!o.quiet && (s % 50 == 0 || s == steps_per_epoch)) {
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        const int width = 30, done = static_cast<int>(width * (s + 1) / steps_per_epoch);
+        const int width = 30, done = static_cast<int>(width * s / steps_per_epoch);
         std::fprintf(stderr, "\repoch %d/%d [%.*s%*s] loss %.4f  %.0f samples/s ", epoch + 1, o.epochs, done,
-                     "==============================", width - done, "", loss_sum / static_cast<double>(s + 1),
-                     static_cast<double>(at + n) / secs);
+                     "==============================", width - done, "", loss_sum / static_cast<double>(s),
+                     static_cast<double>(seen) / secs);
       }
     }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double waited = batches.waited() - waited_before;
     acc = accuracy<M>(test, tr.params());
     if (!o.quiet) std::fprintf(stderr, "\n");
-    std::printf("epoch %d: loss %.4f, test accuracy %.4f, %.1f s (%.0f samples/s)\n", epoch + 1,
-                loss_sum / static_cast<double>(steps_per_epoch), acc, secs, static_cast<double>(train.size()) / secs);
+    std::printf("epoch %d: loss %.4f, test accuracy %.4f, %.1f s (%.0f samples/s; %.2f%% of it waiting for data)\n",
+                epoch + 1, loss_sum / static_cast<double>(steps_per_epoch), acc, secs,
+                static_cast<double>(train.size()) / secs, 100 * waited / secs);
     if (!o.save.empty()) tr.save(o.save, {{"epoch", std::to_string(epoch + 1)}, {"seed", std::to_string(o.seed)}});
   }
   if (first_epoch >= last_epoch) acc = accuracy<M>(test, tr.params());

@@ -7,6 +7,7 @@ packages=(
   g++ clang make cmake git ca-certificates ccache   # compilers and build tools
   pkg-config                                         # the pkg-config consumer test
   python3-numpy                                      # the exported model called from Python (ctypes)
+  python3-torch                                      # the conformance suite's reference (tests/conformance)
   libxsimd-dev xtl-dev                               # kiln's own dependencies (xsimd and its xtl)
   doctest-dev libbenchmark-dev                       # tests and benchmarks
   libclang-rt-14-dev libomp-14-dev                   # clang's sanitizer runtimes and OpenMP

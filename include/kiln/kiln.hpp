@@ -10,6 +10,7 @@
 #include "core/tensor.hpp"
 #include "graph/check.hpp"
 #include "graph/expr.hpp"
+#include "graph/expr_derived.hpp"
 #include "graph/expr_nn.hpp"
 #include "graph/grad.hpp"
 #include "graph/graph.hpp"

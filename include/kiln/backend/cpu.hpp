@@ -9,13 +9,18 @@
 // sharing storage with a leaf. Usually reached through kiln::compile and kiln::eval (eval.hpp).
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <chrono>
+#include <map>
+#include <mutex>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "../core/tensor.hpp"
+#include "../debug/profiler.hpp"
 #include "../passes/fuse.hpp"
 #include "backend.hpp"
 #include "cpu/kernels.hpp"
@@ -75,6 +80,19 @@ template <const auto& S, int... K>
 constexpr std::array<kernel_fn, sizeof...(K)> kernel_table(std::integer_sequence<int, K...>) {
   return {&kernel_code<S, K>::run...};
 }
+
+/// What the profiler (debug/profiler.hpp) says of a plan's kernels, found once per schedule.
+struct kernel_profile {
+  std::string name;                        ///< its ops, "matmul+add+relu"
+  std::vector<int> members, inputs, written;  ///< its nodes, the values it reads, those it writes
+};
+struct plan_profile {
+  std::string name;
+  std::vector<kernel_profile> kernels;
+};
+KILN_RUNTIME const plan_profile& profile_of(const schedule_ref& s, std::size_t n_kernels);
+/// Kernel k's bytes read and written, and flops, at this run's shapes (estimates).
+KILN_RUNTIME std::pair<double, double> kernel_cost(const state& st, const kernel_profile& k);
 
 /// Runs a plan's kernels on leaves. Not a template: each plan adds its kernels and a table of
 /// them, not its own copy of this driver (build cost, docs/build-cost.md).
@@ -171,17 +189,119 @@ KILN_RUNTIME bool opens_team(const state& st) {
   return false;
 }
 
+KILN_RUNTIME const plan_profile& profile_of(const schedule_ref& s, std::size_t n_kernels) {
+  static std::mutex m;
+  static std::map<const node*, plan_profile> known;
+  std::lock_guard<std::mutex> l(m);
+  auto [it, fresh] = known.try_emplace(s.nodes);
+  plan_profile& p = it->second;
+  if (!fresh) return p;
+  p.kernels.resize(n_kernels);
+  for (std::size_t i = 0; i < s.size; ++i) {
+    const int k = s.kernel_of[i];
+    if (k < 0) continue;
+    kernel_profile& kp = p.kernels[static_cast<std::size_t>(k)];
+    kp.members.push_back(static_cast<int>(i));
+    if (s.written[i]) kp.written.push_back(static_cast<int>(i));
+    const node& n = s.nodes[i];
+    for (int a = 0; a < info(n.o).arity; ++a) {
+      const int j = n.in[a];
+      const op o = s.nodes[static_cast<std::size_t>(j)].o;
+      if (s.kernel_of[static_cast<std::size_t>(j)] == k || o == op::constant || o == op::scalar) continue;
+      if (std::find(kp.inputs.begin(), kp.inputs.end(), j) == kp.inputs.end()) kp.inputs.push_back(j);
+    }
+  }
+  for (kernel_profile& kp : p.kernels) {
+    int shown = 0;
+    for (const int i : kp.members) {
+      const op o = s.nodes[static_cast<std::size_t>(i)].o;
+      if (passes::is_view(o)) continue;
+      if (++shown > 8) {
+        kp.name += "+...";
+        break;
+      }
+      if (!kp.name.empty()) kp.name += '+';
+      kp.name += name(o);
+    }
+    if (kp.name.empty()) kp.name = "copy";
+  }
+  p.name = "plan " + std::to_string(known.size()) + " (" + std::to_string(n_kernels) + " kernels, " +
+           std::to_string(s.size) + " nodes)";
+  return p;
+}
+
+KILN_RUNTIME std::pair<double, double> kernel_cost(const state& st, const kernel_profile& k) {
+  double bytes = 0, flops = 0;
+  auto value_bytes = [&](int i) {
+    return static_cast<double>(st.shape[static_cast<std::size_t>(i)].numel()) *
+           static_cast<double>(size_of(st.at(i).dt));
+  };
+  for (const int i : k.inputs) bytes += value_bytes(i);
+  for (const int i : k.written) bytes += value_bytes(i);
+  for (const int i : k.members) {
+    const node& n = st.at(i);
+    const auto numel = [&](int j) { return static_cast<double>(st.shape[static_cast<std::size_t>(j)].numel()); };
+    const dims& a = st.shape[static_cast<std::size_t>(n.in[0])];
+    switch (kind_of(n.o)) {
+      case op_kind::matmul: flops += 2 * numel(i) * static_cast<double>(a.rank ? a.e[a.rank - 1] : 1); break;
+      case op_kind::reduce: flops += numel(n.in[0]); break;
+      case op_kind::unary:
+      case op_kind::binary:
+      case op_kind::ternary:
+      case op_kind::cast: flops += numel(i); break;
+      default:
+        if (n.o == op::attention || n.o == op::attention_grad) {  // 4 q k^T v per query and key; 2.5x backward
+          const dims& kv = st.shape[static_cast<std::size_t>(n.in[1])];
+          const double keys = kv.rank >= 2 ? static_cast<double>(kv.e[kv.rank - 2]) : 1;
+          flops += (n.o == op::attention ? 4 : 10) * numel(n.in[0]) * keys;
+        }
+    }
+  }
+  return {bytes, flops};
+}
+
 KILN_RUNTIME std::vector<any_tensor> run_plan(const schedule_ref& s, std::span<const kernel_fn> kernels,
                                               const std::vector<any_tensor>& leaves,
                                               const std::vector<any_tensor>* into, scratch_cache& cache) {
+  // the profiler (debug/profiler.hpp): one atomic load per call when nothing records
+  profiling::recorder* const prof = profiling::active();
+  using clock = std::chrono::steady_clock;
+  const clock::time_point called = prof ? clock::now() : clock::time_point{};
   state st(s, leaves);
   st.resolve_shapes();
   run_memory r = prepare(st, into, cache);
   materialise(st, r, -1);
+  double call_bytes = 0, call_flops = 0;
+  const std::uint64_t call = prof ? prof->next_call() : 0;
+  // the call's time outside its kernels, in rows of their own: shapes and memory (new outputs
+  // and scratch: page faults), and outputs copied out of other values
+  if (prof) prof->add("(shapes and memory)", false, call, called, clock::now(), 0, 0);
+  auto copies = [&](int k) {
+    for (std::size_t q = 0; q < r.outs.size(); ++q)
+      if (!r.computed[q] && r.after[q] == k) return true;
+    return false;
+  };
   auto all = [&] {
+    if (!prof) {
+      for (std::size_t k = 0; k < kernels.size(); ++k) {
+        kernels[k](st);
+        materialise(st, r, static_cast<int>(k));
+      }
+      return;
+    }
+    const plan_profile& pp = profile_of(s, kernels.size());
     for (std::size_t k = 0; k < kernels.size(); ++k) {
+      const clock::time_point t0 = clock::now();
       kernels[k](st);
-      materialise(st, r, static_cast<int>(k));
+      const clock::time_point t1 = clock::now();
+      const auto [bytes, flops] = kernel_cost(st, pp.kernels[k]);
+      call_bytes += bytes;
+      call_flops += flops;
+      prof->add(pp.kernels[k].name, false, call, t0, t1, bytes, flops);
+      if (copies(static_cast<int>(k))) {
+        materialise(st, r, static_cast<int>(k));
+        prof->add("(outputs copied)", false, call, t1, clock::now(), 0, 0);
+      }
     }
   };
   // One team of threads for the whole call, also for one kernel: the team's threads are kiln's
@@ -190,6 +310,7 @@ KILN_RUNTIME std::vector<any_tensor> run_plan(const schedule_ref& s, std::span<c
   // which would pay the team's start and never thread (see opens_team).
   if (opens_team(st)) with_team(all);
   else all();
+  if (prof) prof->add(profile_of(s, kernels.size()).name, true, call, called, clock::now(), call_bytes, call_flops);
   return std::move(r.outs);
 }
 #endif  // KILN_DEFINE_RUNTIME

@@ -98,6 +98,8 @@ class any_tensor {
   }
   /// Whether both tensors view the same allocation (possible aliasing).
   bool shares_storage(const any_tensor& o) const { return mem_ && mem_ == o.mem_; }
+  /// How many tensors and views hold this one's allocation (1: this one alone; 0: none).
+  long use_count() const { return mem_.use_count(); }
 
   /// Address of the first element (the view's origin).
   std::byte* bytes() const { return mem_.get() + offset_ * static_cast<index_t>(size_of(dt_)); }
