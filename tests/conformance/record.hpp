@@ -111,5 +111,9 @@ void reduction_cases_f32(store& s);
 void reduction_cases_f64(store& s);
 void shape_cases_f32(store& s);
 void shape_cases_f64(store& s);
+void core_cases_f32(store& s);
+void core_cases_f64(store& s);
+void nn_cases_f32(store& s);
+void nn_cases_f64(store& s);
 
 }  // namespace kc

@@ -24,6 +24,10 @@ int main(int argc, char** argv) try {
   kc::reduction_cases_f64(s);
   kc::shape_cases_f32(s);
   kc::shape_cases_f64(s);
+  kc::core_cases_f32(s);
+  kc::core_cases_f64(s);
+  kc::nn_cases_f32(s);
+  kc::nn_cases_f64(s);
   s.metadata["seed"] = std::to_string(seed);
   kiln::io::save_safetensors(argv[1], s.tensors, s.metadata);
   std::printf("conformance_ops: %zu tensors of %zu cases written to %s (seed %llu)\n", s.tensors.size(),

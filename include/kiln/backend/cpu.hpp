@@ -273,6 +273,7 @@ KILN_RUNTIME std::vector<any_tensor> run_plan(const schedule_ref& s, std::span<c
   materialise(st, r, -1);
   double call_bytes = 0, call_flops = 0;
   const std::uint64_t call = prof ? prof->next_call() : 0;
+  clock::time_point team_from{}, body_end{};
   // the call's time outside its kernels, in rows of their own: shapes and memory (new outputs
   // and scratch: page faults), and outputs copied out of other values
   if (prof) prof->add("(shapes and memory)", false, call, called, clock::now(), 0, 0);
@@ -290,6 +291,7 @@ KILN_RUNTIME std::vector<any_tensor> run_plan(const schedule_ref& s, std::span<c
       return;
     }
     const plan_profile& pp = profile_of(s, kernels.size());
+    if (team_from != clock::time_point{}) prof->add("(threads: the team's start)", false, call, team_from, clock::now(), 0, 0);
     for (std::size_t k = 0; k < kernels.size(); ++k) {
       const clock::time_point t0 = clock::now();
       kernels[k](st);
@@ -303,13 +305,21 @@ KILN_RUNTIME std::vector<any_tensor> run_plan(const schedule_ref& s, std::span<c
         prof->add("(outputs copied)", false, call, t1, clock::now(), 0, 0);
       }
     }
+    body_end = clock::now();
   };
   // One team of threads for the whole call, also for one kernel: the team's threads are kiln's
   // pool, awake for a while after a call, where a kernel's own parallel region would wake
   // OpenMP's (asleep after every region under OMP_WAIT_POLICY=passive). Not for small plans,
   // which would pay the team's start and never thread (see opens_team).
-  if (opens_team(st)) with_team(all);
-  else all();
+  if (opens_team(st)) {
+    if (prof) team_from = clock::now();
+    with_team(all);
+    // the team's end: the caller waits for workers still in the team (long where the machine is
+    // busy and a worker waits for a core)
+    if (prof) prof->add("(threads: the team's end)", false, call, body_end, clock::now(), 0, 0);
+  } else {
+    all();
+  }
   if (prof) prof->add(profile_of(s, kernels.size()).name, true, call, called, clock::now(), call_bytes, call_flops);
   return std::move(r.outs);
 }

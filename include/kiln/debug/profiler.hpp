@@ -13,7 +13,9 @@
 // bytes it reads and writes and the flops it does, estimated from the run's shapes (each input
 // and each written value once; 2 m n k for a product, one per element otherwise); and the rest
 // of the call in rows of their own, "(shapes and memory)" before the kernels (new outputs and
-// scratch: their page faults) and "(outputs copied)", so that the rows sum to the calls. When
+// scratch: their page faults), "(outputs copied)", and for a call run by a team of threads
+// "(threads: the team's start)" and "(threads: the team's end)", so that the rows sum to the
+// calls. When
 // nothing records, a plan run pays one atomic load. One recorder at a time.
 #pragma once
 
