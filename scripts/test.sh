@@ -5,6 +5,7 @@
 #   KILN_SANITIZE=address,undefined scripts/test.sh  sanitizers, build-sanitize/
 #   KILN_EXAMPLES=OFF scripts/test.sh                without the examples (and their tests)
 #   KILN_OPENMP=OFF KILN_ONLY_TESTS="gemm;threads"    without OpenMP, only those tests (ThreadSanitizer)
+#   KILN_CONFORMANCE=OFF scripts/test.sh             without the conformance suite against PyTorch
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,7 +22,7 @@ launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 cmake -S . -B "$dir" -DCMAKE_CXX_COMPILER="$cxx" -DKILN_SANITIZE="$sanitize" -DCMAKE_BUILD_TYPE=Release \
   -DKILN_BUILD_TESTS=ON -DKILN_BUILD_EXAMPLES="${KILN_EXAMPLES:-ON}" -DKILN_WITH_OPENMP="${KILN_OPENMP:-ON}" \
-  -DKILN_ONLY_TESTS="${KILN_ONLY_TESTS:-}" "${launcher[@]}"
+  -DKILN_ONLY_TESTS="${KILN_ONLY_TESTS:-}" -DKILN_CONFORMANCE="${KILN_CONFORMANCE:-ON}" "${launcher[@]}"
 cmake --build "$dir" -j "$(nproc)"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}

@@ -32,6 +32,89 @@ TEST_CASE_TEMPLATE("unary ops match eager at odd sizes", T, float, double, bfloa
   unary_sizes<T>([](auto x) { return sin(x); }, -7, 7);
   unary_sizes<T>([](auto x) { return cos(x); }, -7, 7);
   unary_sizes<T>([](auto x) { return erf(x); }, -3, 3);
+  unary_sizes<T>([](auto x) { return floor(x); }, -50, 50);
+  unary_sizes<T>([](auto x) { return ceil(x); }, -50, 50);
+  unary_sizes<T>([](auto x) { return round(x); }, -50, 50);
+  unary_sizes<T>([](auto x) { return trunc(x); }, -50, 50);
+  unary_sizes<T>([](auto x) { return atan(x); }, -9, 9);
+  unary_sizes<T>([](auto x) { return asin(x); }, -1, 1);
+  unary_sizes<T>([](auto x) { return acos(x); }, -1, 1);
+}
+
+TEST_CASE_TEMPLATE("floor, ceil, round, trunc: as the C library's at ties, large values and specials", T, float, double) {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  // ties (round: to even), values an ulp off them, the edge of exact integers (2^23, 2^52), huge
+  const std::vector<double> v = {0.0, -0.0, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 0.49999997, -0.49999997, 1.0000001,
+                                 -0.9999999, 8388607.5, -8388607.5, 8388608.0, 16777215.0, 4503599627370495.5,
+                                 -4503599627370495.5, 9007199254740993.0, 1e30, -1e30, 1e-30, -1e-30, inf, -inf, nan,
+                                 123.75, -123.25, 7.0, -7.0, 3.4e38, -3.4e38, 2147483648.5, -2147483649.5, 0.25, -0.75};
+  const auto n = static_cast<index_t>(v.size());
+  tensor<T, 1> x({n});
+  for (index_t i = 0; i < n; ++i) x(i) = static_cast<T>(v[static_cast<std::size_t>(i)]);
+  using X = input<"x", dtype_of<T>, shape<dyn>>;
+  const auto same = [](T got, T want) {
+    return std::isnan(want) ? std::isnan(got) : got == want && std::signbit(got) == std::signbit(want);
+  };
+  const auto check = [&](const auto& e, T (*ref)(T), const std::string& name) {
+    int backend = 0;
+    for (const tensor<T, 1>& y : {eval(e, X{} = x), eval(e, X{} = x, eager::backend)})
+      for (index_t i = 0; i < n; ++i, ++backend) {
+        INFO(std::string(backend < n ? "cpu: " : "eager: ") << name << "(" << x(i) << ") = " << y(i));
+        CHECK(same(y(i), ref(x(i))));
+      }
+  };
+  check(floor(X{}), [](T a) { return std::floor(a); }, "floor");
+  check(ceil(X{}), [](T a) { return std::ceil(a); }, "ceil");
+  check(round(X{}), [](T a) { return std::nearbyint(a); }, "round");
+  check(trunc(X{}), [](T a) { return std::trunc(a); }, "trunc");
+  // fmod is C's (exact), not a - trunc(a / b) b; atan2 the C library's
+  tensor<T, 1> y({n});
+  for (index_t i = 0; i < n; ++i) y(i) = static_cast<T>(v[static_cast<std::size_t>((i * 7 + 3) % n)]);
+  using Y = input<"y", dtype_of<T>, shape<dyn>>;
+  for (const tensor<T, 1>& r : {eval(fmod(X{}, Y{}), X{} = x, Y{} = y), eval(fmod(X{}, Y{}), X{} = x, Y{} = y, eager::backend)})
+    for (index_t i = 0; i < n; ++i) {
+      INFO("fmod(" << x(i) << ", " << y(i) << ") = " << r(i));
+      CHECK(same(r(i), std::fmod(x(i), y(i))));
+    }
+  for (const tensor<T, 1>& r : {eval(atan2(X{}, Y{}), X{} = x, Y{} = y), eval(atan2(X{}, Y{}), X{} = x, Y{} = y, eager::backend)})
+    for (index_t i = 0; i < n; ++i) {
+      INFO("atan2(" << x(i) << ", " << y(i) << ") = " << r(i));
+      CHECK(same(r(i), std::atan2(x(i), y(i))));
+    }
+}
+
+TEST_CASE("gradients that used to be 0 * inf: sigmoid and silu far below 0, pow at a = b = 0") {
+  using X = input<"x", f32, shape<dyn>>;
+  const tensor<float, 1> x({6}, {-89.0f, -104.0f, -1e30f, -std::numeric_limits<float>::infinity(), 0.0f, 30.0f});
+  for (const tensor<float, 1>& g : {eval(grad(sum(sigmoid(X{})), X{}), X{} = x), eval(grad(sum(sigmoid(X{})), X{}), X{} = x, eager::backend)}) {
+    for (index_t i = 0; i < 4; ++i) {
+      INFO("sigmoid'(" << x(i) << ") = " << g(i));
+      CHECK(std::isfinite(g(i)));
+      CHECK(g(i) >= 0.0f);
+      CHECK(g(i) <= 2e-38f);  // e^-89 = 2.2e-39 and below
+    }
+    CHECK(g(4) == 0.25f);  // the derivative at 0 through the select of -|x|
+    CHECK(g(5) == doctest::Approx(9.3576e-14).epsilon(1e-3));
+  }
+  for (const tensor<float, 1>& g : {eval(grad(sum(silu(X{})), X{}), X{} = x), eval(grad(sum(silu(X{})), X{}), X{} = x, eager::backend)}) {
+    for (index_t i = 0; i < 3; ++i) {
+      INFO("silu'(" << x(i) << ") = " << g(i));
+      CHECK(std::isfinite(g(i)));
+      CHECK(std::fabs(g(i)) < 1e-30f);
+    }
+    CHECK(g(4) == 0.5f);
+  }
+  using A = input<"a", f64, shape<3>>;
+  using B = input<"b", f64, shape<3>>;
+  const tensor<double, 1> a({3}, {0.0, 0.0, 2.0}), b({3}, {0.0, 2.0, 0.0});
+  const auto da = grad(sum(pow(A{}, B{})), A{});
+  for (const tensor<double, 1>& d : {eval(da, A{} = a, B{} = b), eval(da, A{} = a, B{} = b, eager::backend)}) {
+    CHECK(d(0) == 0.0);  // PyTorch's: 0 where b = 0 (b a^(b-1) would be 0 * inf)
+    CHECK(d(1) == 0.0);
+    CHECK(d(2) == 0.0);
+  }
+  const auto squared = grad(sum(pow(A{}, 2.0)), A{});  // a constant exponent: no select
+  CHECK(eval(squared, A{} = a)(2) == 4.0);
 }
 
 

@@ -1,10 +1,14 @@
 // gather (embedding) and scatter_add against plain loops, bad indices, their derivatives;
 // rand: the generator's values on every backend, its statistics; dropout's mask, scaling and
-// gradient; the trainer's seed.
+// gradient; the trainer's seed; cumsum and argsort against plain loops.
 #include "cpu_support.hpp"
 #include "gradcheck.hpp"
 
 #include <kiln/nn/modules.hpp>
+
+#include <algorithm>
+#include <numeric>
+#include <vector>
 
 using namespace kiln;
 
@@ -261,4 +265,59 @@ TEST_CASE("nn modules: conv2d, pooling, flatten, dropout in training mode only, 
   }
   CHECK(std::fabs(s / 400) < 0.3);
   CHECK(std::fabs(s2 / 400 - 1) < 0.3);
+}
+
+TEST_CASE("cumsum and argsort: threaded CPU routines against plain loops, strided inputs, both directions") {
+  constexpr index_t rows = 37, cols = 1531;  // enough lines and length to split across threads
+  using X = input<"x", f32, shape<rows, cols>>;
+  any_tensor x = kt::random_tensor(f32, dims{rows, cols});
+  float* xp = x.data<float>();
+  for (index_t k = 0; k < rows * cols; k += 97) xp[k] = xp[k + 1];  // ties for the stable order
+  const auto at = [&](index_t r, index_t c) { return xp[r * cols + c]; };
+  // along the rows (contiguous) and along the columns of the transpose (strided lines)
+  const any_tensor along_rows = eval_any(cumsum<1>(X{}), {{"x", x}});
+  const any_tensor along_cols = eval_any(cumsum<0>(transpose(X{})), {{"x", x}});
+  for (index_t r = 0; r < rows; ++r) {
+    double s = 0;
+    for (index_t c = 0; c < cols; ++c) {
+      s += at(r, c);  // in double, as the routine (and PyTorch's CPU cumsum)
+      INFO("row " << r << " column " << c);
+      REQUIRE(along_rows.data<float>()[r * cols + c] == static_cast<float>(s));
+      REQUIRE(along_cols.data<float>()[c * rows + r] == static_cast<float>(s));
+    }
+  }
+  // the gradient of sum(cumsum(x) * w) is w's running sums from the end
+  using W = input<"w", f32, shape<rows, cols>>;
+  const any_tensor w = kt::random_tensor(f32, dims{rows, cols});
+  const any_tensor g = eval_any(grad(sum(cumsum<1>(X{}) * W{}), X{}), {{"x", x}, {"w", w}});
+  for (index_t r = 0; r < rows; ++r) {
+    double s = 0;
+    for (index_t c = cols - 1; c >= 0; --c) {
+      s += w.data<float>()[r * cols + c];
+      REQUIRE(g.data<float>()[r * cols + c] == static_cast<float>(s));
+    }
+  }
+  // argsort: std::stable_sort's order, ascending and descending, along both axes
+  const any_tensor up = eval_any(argsort<1>(X{}), {{"x", x}});
+  const any_tensor down = eval_any(argsort<0, true>(X{}), {{"x", x}});
+  for (index_t r = 0; r < rows; ++r) {
+    std::vector<std::int64_t> want(static_cast<std::size_t>(cols));
+    std::iota(want.begin(), want.end(), 0);
+    std::stable_sort(want.begin(), want.end(), [&](std::int64_t i, std::int64_t j) { return at(r, i) < at(r, j); });
+    for (index_t c = 0; c < cols; ++c) REQUIRE(up.data<std::int64_t>()[r * cols + c] == want[static_cast<std::size_t>(c)]);
+  }
+  for (index_t c = 0; c < cols; c += 101) {
+    std::vector<std::int64_t> want(static_cast<std::size_t>(rows));
+    std::iota(want.begin(), want.end(), 0);
+    std::stable_sort(want.begin(), want.end(), [&](std::int64_t i, std::int64_t j) { return at(j, c) < at(i, c); });
+    for (index_t r = 0; r < rows; ++r) REQUIRE(down.data<std::int64_t>()[r * cols + c] == want[static_cast<std::size_t>(r)]);
+  }
+  // integers and bools sum as i64 (wrapping), as PyTorch's
+  using B = input<"b", boolean, shape<5>>;
+  any_tensor b(boolean, dims{5});
+  for (int k = 0; k < 5; ++k) b.data<bool>()[k] = k != 2;
+  for (const any_tensor& c : {eval_any(cumsum<0>(B{}), {{"b", b}}), eval_any(cumsum<0>(B{}), {{"b", b}}, eager::backend)}) {
+    REQUIRE(c.dt() == i64);
+    CHECK(c.data<std::int64_t>()[4] == 4);
+  }
 }

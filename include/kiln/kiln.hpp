@@ -11,6 +11,7 @@
 #include "graph/check.hpp"
 #include "graph/expr.hpp"
 #include "graph/expr_derived.hpp"
+#include "graph/expr_derived_nn.hpp"
 #include "graph/expr_nn.hpp"
 #include "graph/grad.hpp"
 #include "graph/graph.hpp"

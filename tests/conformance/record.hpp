@@ -115,5 +115,11 @@ void core_cases_f32(store& s);
 void core_cases_f64(store& s);
 void nn_cases_f32(store& s);
 void nn_cases_f64(store& s);
+void more_cases_f32(store& s);
+void more_cases_f64(store& s);
+void layer_cases_f32(store& s);
+void layer_cases_f64(store& s);
+void sort_cases_f32(store& s);
+void sort_cases_f64(store& s);
 
 }  // namespace kc

@@ -28,6 +28,12 @@ int main(int argc, char** argv) try {
   kc::core_cases_f64(s);
   kc::nn_cases_f32(s);
   kc::nn_cases_f64(s);
+  kc::more_cases_f32(s);
+  kc::more_cases_f64(s);
+  kc::layer_cases_f32(s);
+  kc::layer_cases_f64(s);
+  kc::sort_cases_f32(s);
+  kc::sort_cases_f64(s);
   s.metadata["seed"] = std::to_string(seed);
   kiln::io::save_safetensors(argv[1], s.tensors, s.metadata);
   std::printf("conformance_ops: %zu tensors of %zu cases written to %s (seed %llu)\n", s.tensors.size(),

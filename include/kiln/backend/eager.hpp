@@ -54,6 +54,15 @@ struct cmath {
   template <class T> static T erf(T x) { return std::erf(x); }
   template <class T> static T abs(T x) { return std::abs(x); }
   template <class T> static T pow(T a, T b) { return std::pow(a, b); }
+  template <class T> static T floor(T x) { return std::floor(x); }
+  template <class T> static T ceil(T x) { return std::ceil(x); }
+  template <class T> static T rint(T x) { return std::nearbyint(x); }
+  template <class T> static T trunc(T x) { return std::trunc(x); }
+  template <class T> static T atan(T x) { return std::atan(x); }
+  template <class T> static T asin(T x) { return std::asin(x); }
+  template <class T> static T acos(T x) { return std::acos(x); }
+  template <class T> static T atan2(T a, T b) { return std::atan2(a, b); }
+  template <class T> static T fmod(T a, T b) { return std::fmod(a, b); }
   template <class T> static bool isnan(T x) { return std::isnan(x); }
   template <class T> static T select(bool c, T a, T b) { return c ? a : b; }
 };
@@ -71,7 +80,9 @@ T unary(op o, T x) {
     KILN_EAGER_UNARY(neg) KILN_EAGER_UNARY(abs) KILN_EAGER_UNARY(relu) KILN_EAGER_UNARY(exp) KILN_EAGER_UNARY(log)
     KILN_EAGER_UNARY(sqrt) KILN_EAGER_UNARY(rsqrt) KILN_EAGER_UNARY(reciprocal) KILN_EAGER_UNARY(tanh)
     KILN_EAGER_UNARY(sin) KILN_EAGER_UNARY(cos) KILN_EAGER_UNARY(erf) KILN_EAGER_UNARY(sigmoid)
-    KILN_EAGER_UNARY(silu) KILN_EAGER_UNARY(gelu) KILN_EAGER_UNARY(gelu_tanh)
+    KILN_EAGER_UNARY(silu) KILN_EAGER_UNARY(gelu) KILN_EAGER_UNARY(gelu_tanh) KILN_EAGER_UNARY(floor)
+    KILN_EAGER_UNARY(ceil) KILN_EAGER_UNARY(round) KILN_EAGER_UNARY(trunc) KILN_EAGER_UNARY(atan)
+    KILN_EAGER_UNARY(asin) KILN_EAGER_UNARY(acos)
     default: break;
   }
   throw std::logic_error("kiln: eager: unary op " + std::string(name(o)) + " has no rule for this dtype");
@@ -86,7 +97,8 @@ template <class T>
 T arith(op o, T a, T b) {
   switch (o) {
     KILN_EAGER_BINARY(add) KILN_EAGER_BINARY(sub) KILN_EAGER_BINARY(mul) KILN_EAGER_BINARY(div)
-    KILN_EAGER_BINARY(max) KILN_EAGER_BINARY(min) KILN_EAGER_BINARY(pow)
+    KILN_EAGER_BINARY(max) KILN_EAGER_BINARY(min) KILN_EAGER_BINARY(pow) KILN_EAGER_BINARY(fmod)
+    KILN_EAGER_BINARY(atan2)
     default: break;
   }
   throw std::logic_error("kiln: eager: binary op " + std::string(name(o)) + " has no rule for this dtype");
@@ -737,6 +749,63 @@ inline any_tensor run_attention_grad(const node& n, const any_tensor& q, const a
   return out;
 }
 
+inline any_tensor run_cumsum(const node& n, const any_tensor& x) {
+  if (n.axis < 0 || n.axis >= x.rank()) throw shape_error("cumsum", x.shape(), "has no axis " + std::to_string(n.axis));
+  any_tensor out(n.dt, x.shape());
+  const index_t len = x.shape().e[n.axis];
+  const index_t stride = out.numel() == 0 ? 0 : contiguous_strides(x.shape()).e[n.axis];
+  visit(n.dt, [&]<dtype D>() {
+    if constexpr (D == dtype::boolean || D == dtype::i32) {
+      throw std::logic_error("kiln: eager: cumsum of bool or i32 (capture casts to i64)");
+    } else {
+      using acc_t = std::conditional_t<is_floating(D), long double, std::uint64_t>;  // (unsigned: i64 wraps)
+      index_t k = 0;
+      for_each_index(x.shape(), [&](const index_t* ii) {
+        const index_t at = k++;
+        if (ii[n.axis] != 0) return;  // one line per first element along the axis
+        std::array<index_t, max_rank> idx{};
+        std::copy(ii, ii + x.rank(), idx.begin());
+        acc_t acc = 0;
+        for (index_t s = 0; s < len; ++s) {
+          const index_t j = n.value != 0 ? len - 1 - s : s;
+          idx[static_cast<std::size_t>(n.axis)] = j;
+          acc += static_cast<acc_t>(load<D>(x.bytes(), x.offset_of(idx.data())));
+          store<D>(out.bytes(), at + j * stride, static_cast<compute_t<D>>(acc));
+        }
+      });
+    }
+  });
+  return out;
+}
+
+inline any_tensor run_argsort(const node& n, const any_tensor& x) {
+  if (n.axis < 0 || n.axis >= x.rank()) throw shape_error("argsort", x.shape(), "has no axis " + std::to_string(n.axis));
+  any_tensor out(dtype::i64, x.shape());
+  const index_t len = x.shape().e[n.axis];
+  const index_t stride = out.numel() == 0 ? 0 : contiguous_strides(x.shape()).e[n.axis];
+  std::int64_t* o = out.data<std::int64_t>();
+  visit(x.dt(), [&]<dtype D>() {
+    index_t k = 0;
+    for_each_index(x.shape(), [&](const index_t* ii) {
+      const index_t at = k++;
+      if (ii[n.axis] != 0) return;
+      std::array<index_t, max_rank> idx{};
+      std::copy(ii, ii + x.rank(), idx.begin());
+      std::vector<std::pair<compute_t<D>, std::int64_t>> line;
+      for (index_t j = 0; j < len; ++j) {
+        idx[static_cast<std::size_t>(n.axis)] = j;
+        line.emplace_back(load<D>(x.bytes(), x.offset_of(idx.data())), j);
+      }
+      // insertion sort: stable, and independent of the CPU backend's std::stable_sort
+      for (std::size_t i = 1; i < line.size(); ++i)
+        for (std::size_t j = i; j > 0 && ops::sorts_before<D>(line[j].first, line[j - 1].first, n.value != 0); --j)
+          std::swap(line[j], line[j - 1]);
+      for (index_t j = 0; j < len; ++j) o[at + j * stride] = line[static_cast<std::size_t>(j)].second;
+    });
+  });
+  return out;
+}
+
 inline any_tensor run_rand(const node& n, const dims& like, const any_tensor& seed) {
   if (seed.rank() != 0 || seed.dt() != dtype::i64) throw shape_error("rand", seed.shape(), "is not a rank-0 i64 seed");
   any_tensor out(dtype::f32, like);
@@ -897,6 +966,8 @@ inline any_tensor run_node(const node& n, const any_tensor* in) {
         case op::scatter_add: return run_scatter_add(n, in[0], in[1], in[2].shape());
         case op::unfold: return run_unfold(n, in[0]);
         case op::fold: return run_fold(n, in[0]);
+        case op::cumsum: return run_cumsum(n, in[0]);
+        case op::argsort: return run_argsort(n, in[0]);
         case op::attention: return run_attention(n, in[0], in[1], in[2], in[3]);
         case op::attention_grad: return run_attention_grad(n, in[0], in[1], in[2], in[3]);
         default: break;

@@ -206,6 +206,8 @@ KILN_RUNTIME std::string debug::node_line(const node& n, int i) {
          std::to_string(w.dh) + "," + std::to_string(w.dw);
   }
   if (n.o == op::rand) s += " stream=" + std::to_string(n.axes);
+  if (n.o == op::cumsum) s += " axis=" + std::to_string(n.axis) + (n.value != 0 ? " reverse" : "");
+  if (n.o == op::argsort) s += " axis=" + std::to_string(n.axis) + (n.value != 0 ? " descending" : "");
   return s;
 }
 

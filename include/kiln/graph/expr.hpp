@@ -402,12 +402,14 @@ constexpr ex::scalar<D> make_scalar(S s) {
 
 namespace detail {
 constexpr bool accepts_bool(op o) { return is_comparison(o) || o == op::max || o == op::min; }
+/// Binary ops with no integer body yet (fmod: C's % semantics and a division by zero to refuse).
+constexpr bool float_only(op o) { return o == op::fmod; }
 
 template <op O, class A, class B>
 constexpr auto binary_exprs(const A& a, const B& b) {
   constexpr dtype p = promote(A::dt, B::dt);
-  constexpr dtype d = O == op::div ? float_result(p) : p;
-  constexpr bool dtype_ok = d != dtype::boolean || accepts_bool(O);
+  constexpr dtype d = O == op::div || is_float_binary(O) ? float_result(p) : p;
+  constexpr bool dtype_ok = (d != dtype::boolean || accepts_bool(O)) && (is_floating(d) || !float_only(O));
   constexpr bool shape_ok = broadcast(A::shape, B::shape).ok;
   (void)error::dtype_not_supported<O, d, dtype_ok>::value;
   (void)error::shapes_do_not_broadcast<O, as_shape<A::shape>, as_shape<B::shape>, shape_ok>::value;
@@ -424,7 +426,7 @@ constexpr auto binary_exprs(const A& a, const B& b) {
 template <op O, class S>
 constexpr dtype scalar_pair_dtype(dtype t) {
   const dtype d = promote_with_scalar(t, std::is_floating_point_v<S>);
-  return O == op::div ? float_result(d) : d;
+  return O == op::div || is_float_binary(O) ? float_result(d) : d;
 }
 }  // namespace detail
 
@@ -467,6 +469,8 @@ KILN_BINARY(div, op::div)
 KILN_BINARY(max, op::max)  ///< elementwise maximum; max(x) / max<axes...>(x) reduce
 KILN_BINARY(min, op::min)
 KILN_BINARY(pow, op::pow)
+KILN_BINARY(fmod, op::fmod)    ///< C's fmod: a - trunc(a / b) b, exact; the sign of a (floats)
+KILN_BINARY(atan2, op::atan2)  ///< the angle of (b, a) in [-pi, pi], as std::atan2(a, b)
 KILN_BINARY(eq, op::eq)
 KILN_BINARY(ne, op::ne)
 KILN_BINARY(lt, op::lt)
@@ -512,7 +516,24 @@ KILN_UNARY(softplus, op::softplus)    ///< log(1 + e^x); x above 20, as PyTorch
 KILN_UNARY(sin, op::sin)
 KILN_UNARY(cos, op::cos)
 KILN_UNARY(erf, op::erf)
+KILN_UNARY(atan, op::atan)
+KILN_UNARY(asin, op::asin)
+KILN_UNARY(acos, op::acos)
 #undef KILN_UNARY
+
+// floor, ceil, round (to nearest, ties to even, as torch.round) and trunc; an integer tensor is
+// returned as it is, as in PyTorch
+#define KILN_ROUNDING(NAME, OP)                                        \
+  template <tensor_operand X>                                          \
+  constexpr auto NAME(const X& x) {                                    \
+    if constexpr (is_integral(decltype(as_expr(x))::dt)) return as_expr(x); \
+    else return unary_op<OP>(x);                                       \
+  }
+KILN_ROUNDING(floor, op::floor)
+KILN_ROUNDING(ceil, op::ceil)
+KILN_ROUNDING(round, op::round)
+KILN_ROUNDING(trunc, op::trunc)
+#undef KILN_ROUNDING
 
 /// where(cond, a, b): a where cond is true, else b; cond must be bool. a or b may be scalars.
 template <tensor_operand C, class A, class B>

@@ -11,6 +11,7 @@
 #include <limits>
 #include <numbers>
 #include <optional>
+#include <tuple>
 #include <utility>
 
 #include "expr.hpp"
@@ -28,6 +29,19 @@ struct iota : node_base<A> {
   static constexpr node make() {
     node n = detail::make_node(op::iota, dt, shape);
     n.axis = Axis;
+    return n;
+  }
+};
+/// An op along Axis of A, of A's shape and dtype Dt, with a flag in node.value: cumsum's running
+/// sums (from the end if Flag), argsort's indices (descending if Flag).
+template <op O, dtype Dt, int Axis, bool Flag, class A>
+struct along_axis : node_base<A> {
+  static constexpr dtype dt = Dt;
+  static constexpr dims shape = A::shape;
+  static constexpr node make() {
+    node n = detail::make_node(O, dt, shape);
+    n.axis = Axis;
+    n.value = Flag ? 1 : 0;
     return n;
   }
 };
@@ -81,6 +95,26 @@ constexpr double finfo_eps(dtype d) {
          : d == dtype::bf16 ? 0.0078125  // 2^-7: 7 stored bits
                             : static_cast<double>(std::numeric_limits<float>::epsilon());
 }
+/// x broadcast to the shape S (a dims value), through broadcast_to<...>.
+template <dims S, class X, std::size_t... I>
+constexpr auto broadcast_dims(const X& x, std::index_sequence<I...>) {
+  return broadcast_to<S.e[I]...>(x);
+}
+template <dims S, class X>
+constexpr auto broadcast_dims(const X& x) {
+  return broadcast_dims<S>(x, std::make_index_sequence<static_cast<std::size_t>(S.rank)>{});
+}
+/// `in` with extent n at axis a.
+constexpr dims with_extent(dims in, int a, index_t n) {
+  in.e[a] = n;
+  return in;
+}
+/// A scalar operand as a rank-0 value of dtype D; a tensor operand as its expression.
+template <dtype D, class S>
+constexpr auto operand_as(const S& s) {
+  if constexpr (tensor_operand<S>) return as_expr(s);
+  else return make_scalar<D>(s);
+}
 /// The dtype a float-only op computes x in (integers in f32, as kiln's float unary ops).
 template <class X> inline constexpr dtype float_of = float_result(expr_t<X>::dt);
 template <class X>
@@ -105,6 +139,45 @@ template <index_t N>
 constexpr auto arange() {
   static_assert(N >= 0, "kiln::arange: the length must not be negative");
   return arange_like<0>(broadcast_to<N>(make_scalar<dtype::i64>(0)));
+}
+/// torch.eye(N, M): ones on the diagonal of an [N, M] matrix, zeros elsewhere (f32 by default).
+template <index_t N, index_t M = N, dtype D = dtype::f32>
+constexpr auto eye() {
+  static_assert(N >= 0 && M >= 0, "kiln::eye: the extents must not be negative");
+  return cast<D>(eq(reshape<N, 1>(arange<N>()), arange<M>()));
+}
+/// torch.linspace(start, end, Steps) (f32 by default): start + i step for the first half, end -
+/// (Steps - 1 - i) step for the second, with step rounded to D first, as PyTorch computes it
+/// (so that both ends are exact).
+template <index_t Steps, dtype D = dtype::f32>
+constexpr auto linspace(double start, double end) {
+  static_assert(D == dtype::f32 || D == dtype::f64, "kiln::linspace: f32 or f64");
+  static_assert(Steps >= 0, "kiln::linspace: the number of steps must not be negative");
+  double step = 0;
+  if (Steps > 1) {
+    if constexpr (D == dtype::f64) step = (end - start) / static_cast<double>(Steps - 1);
+    else step = (static_cast<float>(end) - static_cast<float>(start)) / static_cast<float>(Steps - 1);
+  }
+  const auto i = cast<D>(arange<Steps>());
+  const auto s = make_scalar<D>(step);
+  const auto low = make_scalar<D>(start) + s * i;
+  const auto high = make_scalar<D>(end) - s * (static_cast<double>(Steps - 1) - i);
+  // (one step: start, as PyTorch's)
+  return where(lt(i, static_cast<double>(Steps == 1 ? 1 : Steps / 2)), low, high);
+}
+/// torch.full((S...), v), zeros and ones: f32, as PyTorch's default (cast<D> for another).
+template <index_t... S, class V>
+  requires scalar_operand<V>
+constexpr auto full(V v) {
+  return broadcast_to<S...>(make_scalar<dtype::f32>(v));
+}
+template <index_t... S>
+constexpr auto zeros() {
+  return full<S...>(0);
+}
+template <index_t... S>
+constexpr auto ones() {
+  return full<S...>(1);
 }
 /// full_like(x, v): v everywhere in x's shape and dtype (x is not read but for its shape).
 template <tensor_operand X, class S>
@@ -226,6 +299,41 @@ template <tensor_operand X, class H>
 constexpr auto clamp_max(const X& x, H hi) {
   const auto e = as_expr(x);
   return where(le(e, hi), e, where(gt(e, hi), hi, detach(e)));
+}
+// ---- remainders (floor, ceil, round, trunc, fmod and atan2 are primitives: graph/expr.hpp) -----
+
+/// torch.remainder (Python's %; floats): the sign of b. From C's exact fmod, r + b where r is
+/// nonzero and its sign is not b's, as PyTorch computes it; d/da = 1, d/db = -floor(a / b).
+template <class A, class B>
+  requires((tensor_operand<A> || scalar_operand<A>) && (tensor_operand<B> || scalar_operand<B>) &&
+           (tensor_operand<A> || tensor_operand<B>))
+constexpr auto remainder(const A& a, const B& b) {
+  const auto r = fmod(a, b);
+  constexpr dtype d = std::remove_cvref_t<decltype(r)>::dt;
+  const auto bb = detail::operand_as<d>(b);
+  const auto fix = min(ne(r, 0), ne(lt(bb, 0), lt(r, 0)));
+  return where(fix, r + bb, r);
+}
+/// torch.floor_divide (floats): a / b rounded toward -inf, computed as PyTorch does, from the
+/// exact fmod ((a - fmod(a, b)) / b, less 1 where the remainder's sign is not b's, then rounded
+/// to the nearest integer), so that a quotient that rounds up to an integer is not taken for
+/// it; a / b where b = 0. Piecewise constant: no gradient (PyTorch has none).
+template <class A, class B>
+  requires((tensor_operand<A> || scalar_operand<A>) && (tensor_operand<B> || scalar_operand<B>) &&
+           (tensor_operand<A> || tensor_operand<B>))
+constexpr auto floor_divide(const A& a, const B& b) {
+  const auto m = fmod(a, b);
+  constexpr dtype d = std::remove_cvref_t<decltype(m)>::dt;
+  const auto aa = detail::operand_as<d>(a);
+  const auto bb = detail::operand_as<d>(b);
+  const auto fix = min(ne(m, 0), ne(lt(bb, 0), lt(m, 0)));
+  const auto exact = (aa - m) / bb;
+  const auto q = where(fix, exact - 1, exact);
+  const auto f = floor(q);
+  const auto nearest = where(gt(q - f, 0.5), f + 1, f);
+  const auto quotient = aa / bb;
+  const auto zero = where(lt(quotient, 0), make_scalar<d>(-0.0), make_scalar<d>(0.0));
+  return detach(where(eq(bb, 0), quotient, where(ne(q, 0), nearest, zero)));
 }
 /// torch.nn.functional.hardtanh: clamp to [lo, hi], with the gradient passing strictly inside.
 template <tensor_operand X>
@@ -415,6 +523,73 @@ constexpr auto argmin(const X& x) {
   return argmin<0>(reshape<dyn>(x));
 }
 
+// ---- scans ----------------------------------------------------------------------------------------
+
+/// torch.cumsum(x, Axis): running sums along Axis, a kernel of its own (op::cumsum), floats
+/// accumulated in double; bool and integers sum as i64, as in PyTorch. Its gradient is the
+/// cotangent's running sums from the other end.
+template <int Axis, tensor_operand X>
+constexpr auto cumsum(const X& x) {
+  using E = detail::expr_t<X>;
+  constexpr int r = E::shape.rank;
+  static_assert(E::shape.poisoned() || (r > 0 && detail::axes_valid<Axis>(r)), "kiln::cumsum: axis out of range");
+  constexpr dtype d = is_floating(E::dt) ? E::dt : dtype::i64;
+  const auto c = to_dtype<d>(as_expr(x));
+  return ex::build<ex::along_axis<op::cumsum, d, detail::normal_axis(Axis, r), false, std::remove_cvref_t<decltype(c)>>>(c);
+}
+
+/// torch.argsort(x, Axis, descending, stable=True): the indices (i64) that sort x along Axis,
+/// a kernel of its own (op::argsort); equal values keep their order, NaN sorts above every
+/// number. No gradient (integers).
+template <int Axis = -1, bool Descending = false, tensor_operand X>
+constexpr auto argsort(const X& x) {
+  using E = detail::expr_t<X>;
+  constexpr int r = E::shape.rank;
+  static_assert(E::shape.poisoned() || (r > 0 && detail::axes_valid<Axis>(r)), "kiln::argsort: axis out of range");
+  return ex::build<ex::along_axis<op::argsort, dtype::i64, detail::normal_axis(Axis, r), Descending, E>>(as_expr(x));
+}
+
+namespace detail {
+/// x's values along axis A taken at the positions that idx (x's shape, but for its extent along
+/// A) names along that axis:
+/// through one gather over x flattened, with each line's offset added to its indices, so that
+/// the gradient is a scatter_add back to where each value came from.
+template <int A, class X, class I>
+constexpr auto take_along(const X& x, const I& idx) {
+  using E = expr_t<X>;
+  constexpr int r = E::shape.rank;
+  static_assert(E::shape.poisoned() || E::shape.is_static(), "kiln::sort/topk: static extents");
+  const auto xt = transpose<A, r - 1>(as_expr(x));  // the axis last
+  const auto it = transpose<A, r - 1>(as_expr(idx));
+  constexpr dims st = expr_t<decltype(xt)>::shape;
+  constexpr index_t n = st.e[r - 1], lines = st.numel() / (n > 0 ? n : 1);
+  constexpr dims base_shape = with_extent(st, r - 1, 1);
+  const auto base = reshape_dims<base_shape>(arange<lines>() * n);
+  const auto picked = gather(reshape<st.numel()>(xt), it + base);
+  return transpose<A, r - 1>(picked);
+}
+}  // namespace detail
+
+/// torch.sort(x, Axis, descending, stable=True): std::tuple{values, indices}; the values are
+/// x gathered by argsort's indices, so their gradient goes back to where each came from.
+template <int Axis = -1, bool Descending = false, tensor_operand X>
+constexpr auto sort(const X& x) {
+  using E = detail::expr_t<X>;
+  constexpr int a = detail::normal_axis(Axis, E::shape.rank);
+  const auto i = argsort<a, Descending>(x);
+  return std::tuple{detail::take_along<a>(x, i), i};
+}
+/// torch.topk(x, K, Axis, largest): std::tuple{values, indices} of the K largest (smallest)
+/// along Axis, in order; among equal values the first positions win.
+template <index_t K, int Axis = -1, bool Largest = true, tensor_operand X>
+constexpr auto topk(const X& x) {
+  using E = detail::expr_t<X>;
+  constexpr int a = detail::normal_axis(Axis, E::shape.rank);
+  static_assert(E::shape.poisoned() || (K >= 0 && K <= E::shape.e[a]), "kiln::topk: K must be within the axis' extent");
+  const auto i = slice<a, 0, K>(argsort<a, Largest>(x));
+  return std::tuple{detail::take_along<a>(x, i), i};
+}
+
 // ---- shape --------------------------------------------------------------------------------------
 
 /// torch.unsqueeze: an axis of extent 1 inserted at Axis (of the result's rank; negatives
@@ -528,6 +703,390 @@ constexpr auto index_select(const X& x, const I& index) {
   constexpr int a = detail::normal_axis(Axis, r);
   if constexpr (a == 0) return gather(x, index);
   else return transpose<0, a>(gather(transpose<0, a>(as_expr(x)), index));
+}
+
+namespace detail {
+/// torch.tile's shapes: x's shape and the repetitions, each padded with leading 1s to rank n.
+template <index_t... R>
+struct tiling {
+  static constexpr index_t reps[sizeof...(R)] = {R...};  // (a bound: clang 14 reads no unbounded array)
+  static constexpr int count = static_cast<int>(sizeof...(R));
+  static constexpr int rank(dims s) { return s.rank > count ? s.rank : count; }
+  static constexpr index_t rep(int i, int n) { return i < n - count ? 1 : reps[i - (n - count)]; }
+  static constexpr index_t extent(dims s, int i, int n) { return i < n - s.rank ? 1 : s.e[i - (n - s.rank)]; }
+  /// [1, s0, 1, s1, ...] (Rep: [r0, s0, r1, s1, ...]), rank 2n
+  template <bool Rep>
+  static constexpr dims spread(dims s) {
+    const int n = rank(s);
+    dims out;
+    out.rank = 2 * n;
+    for (int i = 0; i < n; ++i) {
+      out.e[2 * i] = Rep ? rep(i, n) : 1;
+      out.e[2 * i + 1] = extent(s, i, n);
+    }
+    return out;
+  }
+  static constexpr dims result(dims s) {
+    const int n = rank(s);
+    dims out;
+    out.rank = n;
+    for (int i = 0; i < n; ++i) out.e[i] = rep(i, n) * extent(s, i, n);
+    return out;
+  }
+};
+}  // namespace detail
+/// torch.tile(x, (R...)): x repeated R_i times along each axis (the repetitions and x's shape
+/// padded with leading 1s to the same rank), through a broadcast: its gradient sums the copies.
+template <index_t... R, tensor_operand X>
+constexpr auto tile(const X& x) {
+  using E = detail::expr_t<X>;
+  using T = detail::tiling<R...>;
+  static_assert(sizeof...(R) > 0, "kiln::tile: give at least one repetition count");
+  static_assert(((R >= 0) && ...), "kiln::tile: repetition counts must not be negative");
+  static_assert(2 * T::rank(E::shape) <= max_rank, "kiln::tile: the result's rank times 2 must not exceed max_rank");
+  static_assert(E::shape.poisoned() || E::shape.is_static(), "kiln::tile: the operand's extents must be static");
+  constexpr dims ones = T::template spread<false>(E::shape), reps = T::template spread<true>(E::shape);
+  constexpr dims out = T::result(E::shape);
+  return detail::reshape_dims<out>(detail::broadcast_dims<reps>(detail::reshape_dims<ones>(x)));
+}
+/// torch.Tensor.repeat(R...): tile with at least as many counts as x has axes.
+template <index_t... R, tensor_operand X>
+constexpr auto repeat(const X& x) {
+  static_assert(static_cast<int>(sizeof...(R)) >= detail::expr_t<X>::shape.rank,
+                "kiln::repeat: give a repetition count for every axis (torch.tile pads them)");
+  return tile<R...>(x);
+}
+
+namespace detail {
+/// x padded along axis a with Before and After values v.
+template <int A, index_t Width, class X, class V>
+constexpr auto pad_block(const X& x, V v) {
+  using E = expr_t<X>;
+  if constexpr (E::shape.is_static()) {
+    return broadcast_dims<with_extent(E::shape, A, Width)>(make_scalar<E::dt>(v));
+  } else {  // a dyn extent comes from x: v shaped like a slice of x, then widened
+    static_assert(E::shape.poisoned() || E::shape.e[A] > 0, "kiln::pad: a dyn shape needs a nonempty padded axis");
+    return broadcast_dims<with_extent(E::shape, A, Width)>(full_like(slice<A, 0, 1>(x), v));
+  }
+}
+template <int A, index_t Before, index_t After, class X, class V>
+constexpr auto pad_axis(const X& x, V v) {
+  using E = expr_t<X>;
+  static_assert(E::shape.poisoned() || E::shape.e[A] != dyn, "kiln::pad: a padded axis must have a static extent");
+  const auto e = as_expr(x);
+  if constexpr (Before == 0 && After == 0) return e;
+  else if constexpr (Before == 0) return concat<A>(e, pad_block<A, After>(e, v));
+  else if constexpr (After == 0) return concat<A>(pad_block<A, Before>(e, v), e);
+  else return concat<A>(pad_block<A, Before>(e, v), e, pad_block<A, After>(e, v));
+}
+template <int A, index_t Before, index_t After, index_t... Rest, class X, class V>
+constexpr auto pad_axes(const X& x, V v) {
+  const auto y = pad_axis<A, Before, After>(x, v);
+  if constexpr (sizeof...(Rest) == 0) return y;
+  else return pad_axes<A - 1, Rest...>(y, v);
+}
+}  // namespace detail
+/// torch.nn.functional.pad(x, (P...), value=v) in constant mode: pairs (before, after) for the
+/// last axis, then the one before it, and so on, as PyTorch orders them; padding >= 0.
+template <index_t... P, tensor_operand X, class V = double>
+  requires scalar_operand<V>
+constexpr auto pad(const X& x, V value = 0) {
+  using E = detail::expr_t<X>;
+  static_assert(sizeof...(P) % 2 == 0 && sizeof...(P) > 0, "kiln::pad: give (before, after) pairs, last axis first");
+  static_assert(E::shape.poisoned() || static_cast<int>(sizeof...(P)) / 2 <= E::shape.rank,
+                "kiln::pad: more pairs than the operand has axes");
+  static_assert(((P >= 0) && ...), "kiln::pad: padding must not be negative (slice to crop)");
+  return detail::pad_axes<E::shape.rank - 1, P...>(x, value);
+}
+
+/// torch.split(x, Size, Axis): a std::tuple of the slices of Size along Axis (the last one
+/// shorter where Size does not divide the extent), for structured bindings.
+template <index_t Size, int Axis = 0, tensor_operand X>
+constexpr auto split(const X& x) {
+  using E = detail::expr_t<X>;
+  constexpr int r = E::shape.rank;
+  static_assert(E::shape.poisoned() || (r > 0 && detail::axes_valid<Axis>(r)), "kiln::split: axis out of range");
+  constexpr int a = detail::normal_axis(Axis, r);
+  constexpr index_t n = E::shape.e[a];
+  static_assert(n != dyn, "kiln::split: the axis must have a static extent");
+  static_assert(Size > 0, "kiln::split: the size must be positive");
+  constexpr index_t count = n == 0 ? 1 : (n + Size - 1) / Size;
+  return [&]<std::size_t... I>(std::index_sequence<I...>) {
+    return std::tuple{slice<a, static_cast<index_t>(I) * Size,
+                            (static_cast<index_t>(I) + 1) * Size < n ? (static_cast<index_t>(I) + 1) * Size : n>(x)...};
+  }(std::make_index_sequence<static_cast<std::size_t>(count)>{});
+}
+/// torch.chunk(x, Chunks, Axis): split into pieces of ceil(n / Chunks) (so possibly fewer than
+/// Chunks pieces, as PyTorch).
+template <index_t Chunks, int Axis = 0, tensor_operand X>
+constexpr auto chunk(const X& x) {
+  using E = detail::expr_t<X>;
+  constexpr int r = E::shape.rank;
+  static_assert(E::shape.poisoned() || (r > 0 && detail::axes_valid<Axis>(r)), "kiln::chunk: axis out of range");
+  static_assert(Chunks > 0, "kiln::chunk: the number of chunks must be positive");
+  constexpr index_t n = E::shape.e[detail::normal_axis(Axis, r)];
+  constexpr index_t size = n <= 0 ? 1 : (n + Chunks - 1) / Chunks;
+  return split<size, Axis>(x);
+}
+/// torch.unbind(x, Axis): a std::tuple of the slices along Axis, each without that axis.
+template <int Axis = 0, tensor_operand X>
+constexpr auto unbind(const X& x) {
+  using E = detail::expr_t<X>;
+  constexpr int r = E::shape.rank;
+  static_assert(E::shape.poisoned() || (r > 0 && detail::axes_valid<Axis>(r)), "kiln::unbind: axis out of range");
+  constexpr int a = detail::normal_axis(Axis, r);
+  static_assert(E::shape.e[a] != dyn, "kiln::unbind: the axis must have a static extent");
+  return [&]<std::size_t... I>(std::index_sequence<I...>) {
+    return std::tuple{squeeze<a>(slice<a, static_cast<index_t>(I), static_cast<index_t>(I) + 1>(x))...};
+  }(std::make_index_sequence<static_cast<std::size_t>(E::shape.e[a])>{});
+}
+
+namespace detail {
+/// What is wrong with an einsum equation (or its operands' shapes).
+enum class einsum_error {
+  none, too_many_operands, bad_output, rank_too_large, repeated_letter, bad_character, operand_count,
+  rank_mismatch, dyn_extent, extent_mismatch, unknown_output_letter, internal
+};
+
+/// An einsum equation parsed, and the plan that computes it: the letters each operand sums by
+/// itself, then (two operands) a batched matmul [batch, m, k] x [batch, k, n] of the operands
+/// permuted and reshaped, and the permutation of its result to the output's letters.
+struct einsum_plan {
+  einsum_error error = einsum_error::none;  ///< the first thing wrong with the equation or the shapes
+  int operands = 0;
+  char letters[2][max_rank]{};  ///< each operand's letters, in order
+  int rank[2]{};
+  char out[max_rank]{};
+  int out_rank = 0;
+  std::uint32_t summed[2]{};   ///< axes an operand sums by itself (letters nowhere else)
+  int perm[2][max_rank]{};     ///< each operand's remaining axes: [batch, free (a) / contracted (b), ...]
+  int kept[2]{};
+  index_t batch = 1, m = 1, k = 1, n = 1;
+  dims mid;                    ///< the product's shape before the last permutation: [batch, a free, b free]
+  char mid_letters[max_rank]{};
+  int out_perm[max_rank]{};
+};
+
+constexpr bool has_letter(const char* s, int n, char c) {
+  for (int i = 0; i < n; ++i)
+    if (s[i] == c) return true;
+  return false;
+}
+
+template <fixed_string Eq>
+constexpr einsum_plan plan_einsum(dims s0, dims s1, int operands) {
+  einsum_plan p;
+  std::string_view eq = Eq.view();
+  // parse: letters, ',' between operands, optional '->' and output; spaces ignored
+  int op_i = 0;
+  bool arrow = false;
+  for (std::size_t i = 0; i < eq.size(); ++i) {
+    const char c = eq[i];
+    if (c == ' ') continue;
+    if (c == ',' && !arrow) {
+      if (++op_i > 1) return p.error = einsum_error::too_many_operands, p;
+    } else if (c == '-' && i + 1 < eq.size() && eq[i + 1] == '>' && !arrow) {
+      arrow = true;
+      ++i;
+    } else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
+      if (arrow) {
+        if (p.out_rank == max_rank || has_letter(p.out, p.out_rank, c))
+          return p.error = einsum_error::bad_output, p;
+        p.out[p.out_rank++] = c;
+      } else {
+        if (p.rank[op_i] == max_rank) return p.error = einsum_error::rank_too_large, p;
+        if (has_letter(p.letters[op_i], p.rank[op_i], c))
+          return p.error = einsum_error::repeated_letter, p;
+        p.letters[op_i][p.rank[op_i]++] = c;
+      }
+    } else {
+      return p.error = einsum_error::bad_character, p;
+    }
+  }
+  p.operands = op_i + 1;
+  if (p.operands != operands) return p.error = einsum_error::operand_count, p;
+  const dims shapes[2] = {s0, s1};
+  for (int o = 0; o < p.operands; ++o)
+    if (p.rank[o] != shapes[o].rank) return p.error = einsum_error::rank_mismatch, p;
+  // the extent of each letter, the same wherever it appears
+  index_t extent[128]{};
+  for (int c = 0; c < 128; ++c) extent[c] = -2;
+  for (int o = 0; o < p.operands; ++o)
+    for (int a = 0; a < p.rank[o]; ++a) {
+      const index_t e = shapes[o].e[a];
+      index_t& x = extent[static_cast<int>(p.letters[o][a])];
+      if (e == dyn) return p.error = einsum_error::dyn_extent, p;
+      if (x != -2 && x != e) return p.error = einsum_error::extent_mismatch, p;
+      x = e;
+    }
+  if (!arrow) {  // implicit output: the letters that appear once, in alphabetical order
+    for (int c = 0; c < 128; ++c) {
+      int count = 0;
+      for (int o = 0; o < p.operands; ++o) count += has_letter(p.letters[o], p.rank[o], static_cast<char>(c));
+      if (count == 1) p.out[p.out_rank++] = static_cast<char>(c);
+    }
+  }
+  for (int i = 0; i < p.out_rank; ++i)
+    if (extent[static_cast<int>(p.out[i])] == -2) return p.error = einsum_error::unknown_output_letter, p;
+  auto in_other = [&](int o, char c) { return p.operands == 2 && has_letter(p.letters[1 - o], p.rank[1 - o], c); };
+  auto in_out = [&](char c) { return has_letter(p.out, p.out_rank, c); };
+  // each operand: sum the letters found nowhere else; order the rest
+  for (int o = 0; o < p.operands; ++o)
+    for (int a = 0; a < p.rank[o]; ++a)
+      if (!in_other(o, p.letters[o][a]) && !in_out(p.letters[o][a])) p.summed[o] |= 1u << a;
+  // kept axes of operand o by their index among the kept (after the sum)
+  auto kept_index = [&](int o, int a) {
+    int k = 0;
+    for (int b = 0; b < a; ++b) k += (p.summed[o] & (1u << b)) == 0;
+    return k;
+  };
+  int mid = 0;
+  if (p.operands == 1) {
+    for (int a = 0; a < p.rank[0]; ++a)
+      if (!(p.summed[0] & (1u << a))) p.mid_letters[mid++] = p.letters[0][a];
+  } else {
+    // batch letters (both operands and the output), in the output's order
+    for (int i = 0; i < p.out_rank; ++i)
+      if (has_letter(p.letters[0], p.rank[0], p.out[i]) && has_letter(p.letters[1], p.rank[1], p.out[i])) {
+        p.mid_letters[mid++] = p.out[i];
+        p.batch *= extent[static_cast<int>(p.out[i])];
+      }
+    const int nb = mid;
+    char contracted[max_rank]{};
+    int nk = 0;
+    for (int a = 0; a < p.rank[0]; ++a) {
+      const char c = p.letters[0][a];
+      if (in_other(0, c) && !in_out(c)) contracted[nk++] = c, p.k *= extent[static_cast<int>(c)];
+    }
+    for (int a = 0; a < p.rank[0]; ++a) {  // a's free letters
+      const char c = p.letters[0][a];
+      if (!in_other(0, c) && in_out(c)) p.mid_letters[mid++] = c, p.m *= extent[static_cast<int>(c)];
+    }
+    for (int a = 0; a < p.rank[1]; ++a) {  // b's free letters
+      const char c = p.letters[1][a];
+      if (!in_other(1, c) && in_out(c)) p.mid_letters[mid++] = c, p.n *= extent[static_cast<int>(c)];
+    }
+    // operand permutations: a [batch, a free, contracted], b [batch, contracted, b free]
+    for (int o = 0; o < 2; ++o) {
+      int q = 0;
+      auto put = [&](char c) {
+        for (int a = 0; a < p.rank[o]; ++a)
+          if (p.letters[o][a] == c) p.perm[o][q++] = kept_index(o, a);
+      };
+      for (int i = 0; i < nb; ++i) put(p.mid_letters[i]);
+      if (o == 0)
+        for (int i = nb; i < mid; ++i)
+          if (has_letter(p.letters[0], p.rank[0], p.mid_letters[i])) put(p.mid_letters[i]);
+      for (int i = 0; i < nk; ++i) put(contracted[i]);
+      if (o == 1)
+        for (int i = nb; i < mid; ++i)
+          if (has_letter(p.letters[1], p.rank[1], p.mid_letters[i]) && !has_letter(p.letters[0], p.rank[0], p.mid_letters[i]))
+            put(p.mid_letters[i]);
+      p.kept[o] = q;
+    }
+  }
+  if (p.operands == 1) {
+    p.kept[0] = mid;
+    for (int i = 0; i < mid; ++i) p.perm[0][i] = i;
+  }
+  p.mid.rank = mid;
+  for (int i = 0; i < mid; ++i) p.mid.e[i] = extent[static_cast<int>(p.mid_letters[i])];
+  if (mid != p.out_rank) return p.error = einsum_error::internal, p;
+  for (int i = 0; i < p.out_rank; ++i)
+    for (int j = 0; j < mid; ++j)
+      if (p.mid_letters[j] == p.out[i]) p.out_perm[i] = j;
+  return p;
+}
+
+/// One static_assert per mistake, so that the compiler prints which (and, in the line above it,
+/// the operands' shapes).
+template <einsum_error E, class ShapeA, class ShapeB>
+constexpr bool einsum_ok() {
+  static_assert(E != einsum_error::too_many_operands, "kiln::einsum: at most two operands");
+  static_assert(E != einsum_error::bad_output, "kiln::einsum: an output letter twice, or more than max_rank");
+  static_assert(E != einsum_error::rank_too_large, "kiln::einsum: more letters than max_rank");
+  static_assert(E != einsum_error::repeated_letter,
+                "kiln::einsum: a letter twice in one operand (diagonals) is not supported");
+  static_assert(E != einsum_error::bad_character,
+                "kiln::einsum: the equation has a character other than letters, ',', '->' and spaces (no '...')");
+  static_assert(E != einsum_error::operand_count, "kiln::einsum: the equation names another number of operands");
+  static_assert(E != einsum_error::rank_mismatch, "kiln::einsum: an operand's letters do not match its rank");
+  static_assert(E != einsum_error::dyn_extent, "kiln::einsum: static extents only");
+  static_assert(E != einsum_error::extent_mismatch, "kiln::einsum: a letter with two different extents");
+  static_assert(E != einsum_error::unknown_output_letter, "kiln::einsum: an output letter that no operand has");
+  static_assert(E != einsum_error::internal, "kiln::einsum: internal: the kept letters are not the output's");
+  return E == einsum_error::none;
+}
+
+template <auto Axes, class X, std::size_t... I>
+constexpr auto permute_by(const X& x, std::index_sequence<I...>) {
+  if constexpr (sizeof...(I) == 0) return as_expr(x);
+  else return permute<Axes[I]...>(x);
+}
+template <std::uint32_t Mask, class X>
+constexpr auto sum_mask(const X& x) {
+  if constexpr (Mask == 0) {
+    return as_expr(x);
+  } else {
+    constexpr auto axes = [] {
+      std::array<int, max_rank> a{};
+      int n = 0;
+      for (int i = 0; i < max_rank; ++i)
+        if (Mask & (1u << i)) a[static_cast<std::size_t>(n++)] = i;
+      return std::pair{a, n};
+    }();
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return sum<axes.first[I]...>(x);
+    }(std::make_index_sequence<static_cast<std::size_t>(axes.second)>{});
+  }
+}
+template <einsum_plan P, int O>
+inline constexpr auto operand_perm = [] {
+  std::array<int, max_rank> a{};
+  for (int i = 0; i < P.kept[O]; ++i) a[static_cast<std::size_t>(i)] = P.perm[O][i];
+  return a;
+}();
+template <einsum_plan P>
+inline constexpr auto output_perm = [] {
+  std::array<int, max_rank> a{};
+  for (int i = 0; i < P.out_rank; ++i) a[static_cast<std::size_t>(i)] = P.out_perm[i];
+  return a;
+}();
+}  // namespace detail
+
+/// torch.einsum(Eq, a[, b]): one or two operands, letters for axes, an optional "->output"
+/// (else the letters that appear once, alphabetically). Letters an operand has alone are summed
+/// first; two operands are then one batched matmul of the operands permuted and reshaped to
+/// [batch, m, k] and [batch, k, n] (batch: letters of both and the output; k: of both, not the
+/// output), whose result is permuted to the output. Static extents, a letter's extents equal
+/// wherever it appears (no broadcasting), no repeated letter in one operand, no "...".
+template <fixed_string Eq, tensor_operand A>
+constexpr auto einsum(const A& a) {
+  using EA = detail::expr_t<A>;
+  constexpr detail::einsum_plan p = detail::plan_einsum<Eq>(EA::shape, dims{}, 1);
+  if constexpr (!detail::einsum_ok<p.error, as_shape<EA::shape>, void>()) {
+    return ex::invalid<EA::dt>{};
+  } else {
+    const auto s = detail::sum_mask<p.summed[0]>(a);
+    return detail::permute_by<detail::output_perm<p>>(s, std::make_index_sequence<static_cast<std::size_t>(p.out_rank)>{});
+  }
+}
+template <fixed_string Eq, tensor_operand A, tensor_operand B>
+constexpr auto einsum(const A& a, const B& b) {
+  using EA = detail::expr_t<A>;
+  using EB = detail::expr_t<B>;
+  constexpr detail::einsum_plan p = detail::plan_einsum<Eq>(EA::shape, EB::shape, 2);
+  if constexpr (!detail::einsum_ok<p.error, as_shape<EA::shape>, as_shape<EB::shape>>()) {
+    return ex::invalid<promote(EA::dt, EB::dt)>{};
+  } else {
+    const auto sa = detail::permute_by<detail::operand_perm<p, 0>>(detail::sum_mask<p.summed[0]>(a),
+                                                                   std::make_index_sequence<static_cast<std::size_t>(p.kept[0])>{});
+    const auto sb = detail::permute_by<detail::operand_perm<p, 1>>(detail::sum_mask<p.summed[1]>(b),
+                                                                   std::make_index_sequence<static_cast<std::size_t>(p.kept[1])>{});
+    const auto prod = matmul(detail::reshape_dims<dims{p.batch, p.m, p.k}>(sa), detail::reshape_dims<dims{p.batch, p.k, p.n}>(sb));
+    const auto mid = detail::reshape_dims<p.mid>(prod);
+    return detail::permute_by<detail::output_perm<p>>(mid, std::make_index_sequence<static_cast<std::size_t>(p.out_rank)>{});
+  }
 }
 
 // ---- losses and norms -----------------------------------------------------------------------------

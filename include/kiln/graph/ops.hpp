@@ -21,8 +21,10 @@ enum class op : std::uint8_t {
   constant,
   // pointwise unary
   neg, abs, exp, log, sqrt, rsqrt, reciprocal, tanh, sigmoid, relu, gelu, gelu_tanh, silu, sin, cos, erf, softplus,
+  // rounding (round: half to even, as torch.round) and inverse trigonometry
+  floor, ceil, round, trunc, atan, asin, acos,
   // pointwise binary
-  add, sub, mul, div, max, min, pow, eq, ne, lt, le, gt, ge,
+  add, sub, mul, div, max, min, pow, fmod, atan2, eq, ne, lt, le, gt, ge,
   // pointwise ternary
   where,
   // reductions over node.axes (var: node.value is the correction, 1 = unbiased)
@@ -35,8 +37,11 @@ enum class op : std::uint8_t {
   // data movement by index arithmetic, each run by a kernel of its own: gather(table, index)
   // takes rows of table (embedding); scatter_add(index, src, like) adds src's rows into zeros
   // shaped like `like` (not read) at those rows; unfold(x) lays each 2-D window of x out as a
-  // column (im2col, padding filled with node.value); fold(cols) adds columns back (col2im)
-  gather, scatter_add, unfold, fold,
+  // column (im2col, padding filled with node.value); fold(cols) adds columns back (col2im);
+  // cumsum(x): running sums along node.axis, from its end when node.value is 1 (the adjoint);
+  // argsort(x): the indices (i64) that sort x along node.axis, stably, descending when
+  // node.value is 1, NaN above everything (torch.argsort(stable=True))
+  gather, scatter_add, unfold, fold, cumsum, argsort,
   // fused attention, also a kernel of its own (kind movement: a routine per backend, no fusion):
   // attention(q, k, v, mask) is sdpa's value with the logsumexp of each score row appended,
   // [..., h, tq, dv + 1]; attention_grad(q, kv, mask, og) takes kv = k ++ v and og = that value ++
@@ -121,6 +126,13 @@ inline constexpr op_info op_table[] = {
     row("cos", K::unary, 1, in_float | costly),
     row("erf", K::unary, 1, in_float | costly),
     row("softplus", K::unary, 1, decomposed | in_float | costly),
+    row("floor", K::unary, 1),
+    row("ceil", K::unary, 1),
+    row("round", K::unary, 1),
+    row("trunc", K::unary, 1),
+    row("atan", K::unary, 1, in_float | costly),
+    row("asin", K::unary, 1, in_float | costly),
+    row("acos", K::unary, 1, in_float | costly),
     row("add", K::binary, 2, commutes),
     row("sub", K::binary, 2),
     row("mul", K::binary, 2, commutes),
@@ -128,6 +140,8 @@ inline constexpr op_info op_table[] = {
     row("max", K::binary, 2, commutes),
     row("min", K::binary, 2, commutes),
     row("pow", K::binary, 2, costly | checks_values),
+    row("fmod", K::binary, 2, costly),
+    row("atan2", K::binary, 2, in_float | costly),
     row("eq", K::binary, 2, commutes),
     row("ne", K::binary, 2, commutes),
     row("lt", K::binary, 2),
@@ -153,6 +167,8 @@ inline constexpr op_info op_table[] = {
     row("scatter_add", K::movement, 3, checks_values, 4),
     row("unfold", K::movement, 1),
     row("fold", K::movement, 1),
+    row("cumsum", K::movement, 1),
+    row("argsort", K::movement, 1),
     row("attention", K::movement, 4),
     row("attention_grad", K::movement, 4),
     row("rand", K::random, 2, 0, 1),
@@ -218,6 +234,10 @@ constexpr bool is_costly(op o) { return detail::op_table[static_cast<int>(o)].co
 /// Unary ops that compute in floating point (integers are cast to f32 first, as in PyTorch).
 constexpr bool is_float_unary(op o) {
   return kind_of(o) == op_kind::unary && detail::op_table[static_cast<int>(o)].float_compute;
+}
+/// Whether binary op o computes in floating point (atan2): integer operands are cast to f32 first.
+constexpr bool is_float_binary(op o) {
+  return kind_of(o) == op_kind::binary && detail::op_table[static_cast<int>(o)].float_compute;
 }
 
 }  // namespace kiln

@@ -6,6 +6,8 @@
 //
 //   struct M {
 //     static V exp(V), log(V), sqrt(V), tanh(V), sin(V), cos(V), erf(V), abs(V), pow(V, V);
+//     static V floor(V), ceil(V), rint(V), trunc(V);      // rint: to nearest, ties to even
+//     static V atan(V), asin(V), acos(V), atan2(V, V), fmod(V, V);  // fmod exact, as C's
 //     static auto isnan(V);                    // a mask (bool for scalars)
 //     static V select(mask, V a, V b);         // mask ? a : b, lane by lane
 //   };
@@ -21,6 +23,7 @@
 #include <type_traits>
 
 #include "../core/config.hpp"
+#include "../core/dtype.hpp"
 #include "../graph/ops.hpp"
 
 namespace kiln::ops {
@@ -74,6 +77,13 @@ KILN_ALWAYS_INLINE KILN_HD V unary(const V& x) {
     else if constexpr (O == op::sin) return M::sin(x);
     else if constexpr (O == op::cos) return M::cos(x);
     else if constexpr (O == op::erf) return M::erf(x);
+    else if constexpr (O == op::floor) return M::floor(x);
+    else if constexpr (O == op::ceil) return M::ceil(x);
+    else if constexpr (O == op::round) return M::rint(x);
+    else if constexpr (O == op::trunc) return M::trunc(x);
+    else if constexpr (O == op::atan) return M::atan(x);
+    else if constexpr (O == op::asin) return M::asin(x);
+    else if constexpr (O == op::acos) return M::acos(x);
     else if constexpr (O == op::sigmoid) return one / (one + M::exp(-x));
     else if constexpr (O == op::silu) return x / (one + M::exp(-x));
     else if constexpr (O == op::gelu) return half * x * (one + M::erf(x * V(std::numbers::sqrt2 / 2)));
@@ -89,7 +99,7 @@ inline constexpr bool has_binary_body =
     std::is_same_v<V, bool> ? (O == op::max || O == op::min)
     : std::is_integral_v<V> ? (O == op::add || O == op::sub || O == op::mul || O == op::max || O == op::min || O == op::pow)
                             : (O == op::add || O == op::sub || O == op::mul || O == op::div || O == op::max || O == op::min ||
-                               O == op::pow);
+                               O == op::pow || O == op::fmod || O == op::atan2);
 
 /// A binary arithmetic op (not a comparison). Integers wrap; integer division does not reach a
 /// backend (capture divides in f32); max and min give NaN if either operand is NaN, else the
@@ -118,6 +128,8 @@ KILN_ALWAYS_INLINE KILN_HD V binary(const V& a, const V& b) {
       if constexpr (std::is_arithmetic_v<V>) return M::isnan(a) || M::isnan(b) ? a + b : pick;  // a + b: a NaN
       else return M::select(M::isnan(a) | M::isnan(b), a + b, pick);
     } else if constexpr (O == op::pow) return M::pow(a, b);
+    else if constexpr (O == op::fmod) return M::fmod(a, b);
+    else if constexpr (O == op::atan2) return M::atan2(a, b);
     else static_assert(O == op::add, "kiln: not a binary op");
   }
 }
@@ -132,6 +144,18 @@ KILN_ALWAYS_INLINE KILN_HD auto compare(const V& a, const V& b) {
   else if constexpr (O == op::le) return a <= b;
   else if constexpr (O == op::gt) return a > b;
   else return a >= b;
+}
+
+/// The order of argsort (and so of sort and topk): whether a goes before b, ascending or
+/// descending, NaN above every number (as PyTorch sorts it); equal values are left in order
+/// by the caller's stable sort.
+template <dtype D>
+constexpr bool sorts_before(compute_t<D> a, compute_t<D> b, bool descending) {
+  if constexpr (is_floating(D)) {
+    const bool an = a != a, bn = b != b;  // (NaN, without <cmath>)
+    if (an || bn) return descending ? an && !bn : !an && bn;
+  }
+  return descending ? b < a : a < b;
 }
 
 }  // namespace kiln::ops

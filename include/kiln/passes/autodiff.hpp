@@ -67,10 +67,21 @@ struct differ {
   /// Whether node i is a constant or a C++ scalar (through views and casts): the other side of
   /// relu's max(x, 0) or a clamp.
   constexpr bool is_constant(int i) const {
+    const op o = source_of(i).o;
+    return o == op::constant || o == op::scalar;
+  }
+
+  /// Whether node i is a constant (through views and casts), and its value.
+  constexpr bool constant_value(int i, double& v) const {
+    const node x = source_of(i);
+    v = x.value;
+    return x.o == op::constant;
+  }
+  /// Node i, or what it reshapes, broadcasts or casts (repeatedly).
+  constexpr node source_of(int i) const {
     for (;;) {
       const node x = at(i);
-      if (x.o == op::constant || x.o == op::scalar) return true;
-      if (x.o != op::reshape && x.o != op::broadcast && x.o != op::cast) return false;
+      if (x.o != op::reshape && x.o != op::broadcast && x.o != op::cast) return x;
       i = x.in[0];
     }
   }
@@ -181,6 +192,20 @@ struct differ {
         const int k = c(2 * std::numbers::inv_sqrtpi, t);
         return b.mul(k, b.unary(op::exp, b.unary(op::neg, b.mul(x, x))));
       }
+      case op::floor:
+      case op::ceil:
+      case op::round:
+      case op::trunc: return c(0, t);  // piecewise constant: zero, as PyTorch's
+      case op::atan: {  // 1 / (1 + x^2)
+        const int one_ = c(1, t);
+        return b.unary(op::reciprocal, b.add(one_, b.mul(x, x)));
+      }
+      case op::asin:
+      case op::acos: {  // +-(1 - x^2)^(-1/2), as PyTorch's (-x x + 1).rsqrt()
+        const int one_ = c(1, t);
+        const int r = b.unary(op::rsqrt, b.sub(one_, b.mul(x, x)));
+        return y.o == op::asin ? r : b.unary(op::neg, r);
+      }
       case op::cast: return one;  // handled by its own rule; the factor is 1
       default: autodiff_unsupported("a unary op without a derivative rule"); return one;
     }
@@ -217,14 +242,34 @@ struct differ {
         }
         return;
       }
-      case op::pow:  // d/da = b a^(b-1); d/db = y log a (0 where a = 0, as in PyTorch)
-        if (active[0]) f[0] = b.mul(bb, b.binary(op::pow, a, b.sub(bb, c(1, t))));
+      case op::pow:  // d/da = b a^(b-1), 0 where b = 0; d/db = y log a, 0 where a = 0 (as PyTorch)
+        if (active[0]) {
+          double e = 0;
+          const int da = b.mul(bb, b.binary(op::pow, a, b.sub(bb, c(1, t))));
+          // (0 a^-1 is NaN at a = 0; a constant exponent other than 0 needs no select)
+          if (constant_value(bb, e) && e != 0) f[0] = da;
+          else {
+            const int b_zero = b.binary(op::eq, bb, c(0, t));
+            f[0] = b.where(b_zero, c(0, t), da);
+          }
+        }
         if (active[1]) {
           const int a_zero = b.binary(op::eq, a, c(0, t));
           const int zero = c(0, t);
           f[1] = b.where(a_zero, zero, b.mul(i, b.unary(op::log, a)));
         }
         return;
+      case op::fmod:  // d/da = 1; d/db = -trunc(a / b), as PyTorch's
+        f[0] = one;
+        if (active[1]) f[1] = b.unary(op::neg, b.unary(op::trunc, b.div(a, bb)));
+        return;
+      case op::atan2: {  // d/da = b / (a^2 + b^2); d/db = -a / (a^2 + b^2)
+        const int aa = b.mul(a, a);
+        const int r = b.unary(op::reciprocal, b.add(aa, b.mul(bb, bb)));
+        if (active[0]) f[0] = b.mul(bb, r);
+        if (active[1]) f[1] = b.mul(b.unary(op::neg, a), r);
+        return;
+      }
       default: autodiff_unsupported("a binary op without a derivative rule"); return;
     }
   }
@@ -281,6 +326,7 @@ struct differ {
           case op::scatter_add: out[1] = b.gather(g, y.in[0]); return;
           case op::unfold: out[0] = b.fold(g, window_of(y), in_shape(0).e[2], in_shape(0).e[3]); return;
           case op::fold: out[0] = b.unfold(g, window_of(y)); return;
+          case op::cumsum: out[0] = b.cumsum(g, y.axis, y.value == 0); return;  // sums from the other end
           case op::attention: attention_vjp(i, g, active, out); return;
           case op::attention_grad:
             autodiff_unsupported(
@@ -490,6 +536,7 @@ struct differ {
           case op::scatter_add: return b.scatter_add(y.in[0], t[1], y.in[2]);
           case op::unfold: return b.unfold(t[0], window_of(y));  // padding is constant: tangent 0
           case op::fold: return b.fold(t[0], window_of(y), fold_height(y), fold_width(y));
+          case op::cumsum: return b.cumsum(t[0], y.axis, y.value != 0);
           case op::attention: return attention_jvp(i, t);
           case op::attention_grad:
             autodiff_unsupported("forward-mode derivatives of fused attention's backward (attention_grad)");

@@ -164,6 +164,20 @@ struct builder {
     set_fold_extents(n, h, wd);
     return emit_inferred(n);
   }
+  /// Running sums of x along axis, from its end if reverse.
+  constexpr int cumsum(int x, int axis, bool reverse) {
+    node n = with_inputs(op::cumsum, x);
+    n.axis = axis;
+    n.value = reverse ? 1 : 0;
+    return emit_inferred(n);
+  }
+  /// The indices that sort x along axis (descending if descending).
+  constexpr int argsort(int x, int axis, bool descending) {
+    node n = with_inputs(op::argsort, x);
+    n.axis = axis;
+    n.value = descending ? 1 : 0;
+    return emit_inferred(n);
+  }
   /// Fused attention (graph/ops.hpp): the value with each row's logsumexp appended, and the
   /// gradients of q and of k ++ v from it and its cotangent og.
   constexpr int attention(int q, int k, int v, int mask, bool causal) {

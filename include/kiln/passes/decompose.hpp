@@ -31,10 +31,19 @@ struct decomposer {
 
   // ---- the table: one rule per high-level op ----------------------------------------------
   constexpr int relu(int x) { return b.binary(op::max, x, c(0, b.at(x).dt)); }
+  // 1 / (1 + e^-x) for x >= 0, e^x / (1 + e^x) below, both from e = e^-|x| <= 1: no exp
+  // overflows, so the gradient is finite everywhere (1 / (1 + e^-x) alone has 0 * inf = NaN
+  // where e^-x overflows, x <= -89 in f32). -|x| is a select, not abs, so that x = 0 gets -1
+  // as its derivative (abs's is 0 there).
   constexpr int sigmoid(int x) {
     const dtype t = b.at(x).dt;
+    const int nonneg = b.binary(op::ge, x, c(0, t));
+    const int neg_x = b.unary(op::neg, x);
+    const int e = b.unary(op::exp, b.where(nonneg, neg_x, x));
     const int one = c(1, t);
-    return b.unary(op::reciprocal, b.add(one, b.unary(op::exp, b.unary(op::neg, x))));
+    const int r = b.unary(op::reciprocal, b.add(one, e));
+    const int er = b.mul(e, r);
+    return b.where(nonneg, r, er);
   }
   constexpr int silu(int x) { return b.mul(x, sigmoid(x)); }
   constexpr int gelu(int x) {  // x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2))

@@ -1,5 +1,5 @@
 // kiln/backend/cpu/movement.hpp: the CPU routines of the ops that run as kernels of their own
-// (gather, scatter_add, unfold, fold, rand). Each is plain code over strided views, threaded
+// (gather, scatter_add, unfold, fold, cumsum, argsort, rand). Each is plain code over strided views, threaded
 // over independent parts of its output; the arithmetic matches the eager reference: the same
 // indices are rejected before anything is written, and rand draws the same numbers.
 #pragma once
@@ -15,6 +15,7 @@
 #include "../../core/random.hpp"
 #include "../../core/shape_rules.hpp"
 #include "../../graph/graph.hpp"
+#include "../../ops/bodies.hpp"
 #include "parallel.hpp"
 #include "runtime.hpp"
 
@@ -74,6 +75,14 @@ KILN_RUNTIME void run_unfold(const view& x, const view& out, const window2d& w, 
 /// col2im: the same walk, adding each window row's segment into the input row it came from
 /// (a plane accumulator per image and channel, so threads never share an output element).
 KILN_RUNTIME void run_fold(const view& cols, const view& out, const window2d& w);
+
+/// Running sums along an axis (from its end if reverse), accumulated in double for floats (as
+/// PyTorch's CPU cumsum) and in i64 wrapping for integers; threads over the other axes.
+KILN_RUNTIME void run_cumsum(const view& x, const view& out, int axis, bool reverse);
+
+/// The indices (i64) that sort each line along an axis, stably (NaN above every number);
+/// threads over the lines.
+KILN_RUNTIME void run_argsort(const view& x, const view& out, int axis, bool descending);
 
 /// Uniform [0, 1) floats, element i (row-major) = philox(seed, stream).uniform24(i).
 KILN_RUNTIME void run_rand(const view& seed, const view& out, std::uint32_t stream);
@@ -234,6 +243,74 @@ KILN_RUNTIME void run_fold(const view& cols, const view& out, const window2d& w)
     } else {
       throw std::logic_error("kiln: cpu: fold of integers");
     }
+  });
+}
+
+/// The offsets of the first element of each line along `axis` in x and in out (none if the
+/// axis is empty).
+KILN_RUNTIME void line_starts(const view& x, const view& out, int axis, std::vector<index_t>& xo, std::vector<index_t>& oo) {
+  dims lines = x.shape;
+  lines.e[axis] = 1;
+  if (x.shape.e[axis] == 0) return;
+  xo.reserve(static_cast<std::size_t>(lines.numel()));
+  oo.reserve(static_cast<std::size_t>(lines.numel()));
+  for_each_index(lines, [&](const index_t* ii) {
+    index_t a = 0, b = 0;
+    for (int d = 0; d < lines.rank; ++d) a += ii[d] * x.strides.e[d], b += ii[d] * out.strides.e[d];
+    xo.push_back(a);
+    oo.push_back(b);
+  });
+}
+
+KILN_RUNTIME void run_cumsum(const view& x, const view& out, int axis, bool reverse) {
+  const index_t n = x.shape.e[axis];
+  std::vector<index_t> xo, oo;
+  line_starts(x, out, axis, xo, oo);
+  const index_t xs = x.strides.e[axis], os = out.strides.e[axis];
+  visit(out.dt, [&]<dtype D>() {
+    if constexpr (D != dtype::boolean && D != dtype::i32) {
+      using acc_t = std::conditional_t<is_floating(D), double, std::uint64_t>;  // (unsigned: i64 wraps)
+      const auto* xp = reinterpret_cast<const storage_t<D>*>(x.p);
+      auto* op = reinterpret_cast<storage_t<D>*>(out.p);
+      const index_t grain = std::max<index_t>(1, 4096 / std::max<index_t>(n, 1));
+      parallel_for(static_cast<index_t>(xo.size()), grain, [&](index_t b, index_t e) {
+        for (index_t l = b; l < e; ++l) {
+          acc_t acc = 0;
+          const index_t x0 = xo[static_cast<std::size_t>(l)], o0 = oo[static_cast<std::size_t>(l)];
+          for (index_t k = 0; k < n; ++k) {
+            const index_t j = reverse ? n - 1 - k : k;
+            acc += static_cast<acc_t>(static_cast<compute_t<D>>(xp[x0 + j * xs]));
+            op[o0 + j * os] = storage_t<D>(static_cast<compute_t<D>>(acc));
+          }
+        }
+      });
+    } else {
+      throw std::logic_error("kiln: cpu: cumsum of bool or i32 (capture casts to i64)");
+    }
+  });
+}
+
+KILN_RUNTIME void run_argsort(const view& x, const view& out, int axis, bool descending) {
+  const index_t n = x.shape.e[axis];
+  std::vector<index_t> xo, oo;
+  line_starts(x, out, axis, xo, oo);
+  const index_t xs = x.strides.e[axis], os = out.strides.e[axis];
+  auto* op = reinterpret_cast<std::int64_t*>(out.p);
+  visit(x.dt, [&]<dtype D>() {
+    const auto* xp = reinterpret_cast<const storage_t<D>*>(x.p);
+    const index_t grain = std::max<index_t>(1, 4096 / std::max<index_t>(n, 1));
+    parallel_for(static_cast<index_t>(xo.size()), grain, [&](index_t b, index_t e) {
+      std::vector<std::int64_t> idx(static_cast<std::size_t>(n));
+      for (index_t l = b; l < e; ++l) {
+        const storage_t<D>* line = xp + xo[static_cast<std::size_t>(l)];
+        for (index_t k = 0; k < n; ++k) idx[static_cast<std::size_t>(k)] = k;
+        std::stable_sort(idx.begin(), idx.end(), [&](std::int64_t i, std::int64_t j) {
+          return ops::sorts_before<D>(static_cast<compute_t<D>>(line[i * xs]), static_cast<compute_t<D>>(line[j * xs]),
+                                      descending);
+        });
+        for (index_t k = 0; k < n; ++k) op[oo[static_cast<std::size_t>(l)] + k * os] = idx[static_cast<std::size_t>(k)];
+      }
+    });
   });
 }
 

@@ -373,6 +373,11 @@ KILN_RUNTIME void state::resolve_shapes() {
             m = fold_shape(in(0), window_of(n), fold_height(n), fold_width(n));
             what = "do not match as columns and an output";
             break;
+          case op::cumsum:
+          case op::argsort:
+            m = {in(0), n.axis >= 0 && n.axis < in(0).rank};
+            what = "has no such axis";
+            break;
           case op::attention:
             m = attention_shape(in(0), in(1), in(2), in(3));
             what = "do not match as attention's q [..., h, tq, d] and k [..., hk, tk, d]";

@@ -70,6 +70,15 @@ template <class T> requires std::is_floating_point_v<T> T cos(T x) { return std:
 template <class T> requires std::is_floating_point_v<T> T abs(T x) { return std::abs(x); }
 template <class T> requires std::is_floating_point_v<T> T pow(T a, T b) { return std::pow(a, b); }
 template <class T> requires std::is_floating_point_v<T> T fma(T a, T b, T c) { return std::fma(a, b, c); }
+template <class T> requires std::is_floating_point_v<T> T floor(T x) { return std::floor(x); }
+template <class T> requires std::is_floating_point_v<T> T ceil(T x) { return std::ceil(x); }
+template <class T> requires std::is_floating_point_v<T> T rint(T x) { return std::nearbyint(x); }
+template <class T> requires std::is_floating_point_v<T> T trunc(T x) { return std::trunc(x); }
+template <class T> requires std::is_floating_point_v<T> T atan(T x) { return std::atan(x); }
+template <class T> requires std::is_floating_point_v<T> T asin(T x) { return std::asin(x); }
+template <class T> requires std::is_floating_point_v<T> T acos(T x) { return std::acos(x); }
+template <class T> requires std::is_floating_point_v<T> T atan2(T a, T b) { return std::atan2(a, b); }
+template <class T> requires std::is_floating_point_v<T> T fmod(T a, T b) { return std::fmod(a, b); }
 template <class T> requires std::is_floating_point_v<T> T copysign(T a, T b) { return std::copysign(a, b); }
 template <class T> requires std::is_floating_point_v<T> bool isnan(T x) { return std::isnan(x); }
 template <class T> T select(bool c, T a, T b) { return c ? a : b; }
@@ -333,6 +342,52 @@ template <class T, class A> [[gnu::always_inline]] inline xsimd::batch<T, A> tan
 template <class T, class A> [[gnu::always_inline]] inline xsimd::batch<T, A> sin(const xsimd::batch<T, A>& x) { return xsimd::sin(x); }
 template <class T, class A> [[gnu::always_inline]] inline xsimd::batch<T, A> cos(const xsimd::batch<T, A>& x) { return xsimd::cos(x); }
 template <class T, class A> [[gnu::always_inline]] inline xsimd::batch<T, A> abs(const xsimd::batch<T, A>& x) { return xsimd::abs(x); }
+// The result has x's sign (ceil(-0.5) = -0): xsimd 8's SSE2 forms, through integers, lose it.
+template <class T, class A> [[gnu::always_inline]] inline xsimd::batch<T, A> floor(const xsimd::batch<T, A>& x) {
+  return or_sign(xsimd::floor(x), x);
+}
+template <class T, class A> [[gnu::always_inline]] inline xsimd::batch<T, A> ceil(const xsimd::batch<T, A>& x) {
+  return or_sign(xsimd::ceil(x), x);
+}
+template <class T, class A> [[gnu::always_inline]] inline xsimd::batch<T, A> rint(const xsimd::batch<T, A>& x) {
+  return or_sign(xsimd::nearbyint(x), x);
+}
+template <class T, class A> [[gnu::always_inline]] inline xsimd::batch<T, A> trunc(const xsimd::batch<T, A>& x) {
+  return or_sign(xsimd::trunc(x), x);
+}
+/// The C library's function lane by lane, for functions rare in models where an exact result
+/// (fmod; xsimd's is a - trunc(a / b) b) or the C library's accuracy (the inverse trigonometry,
+/// as the eager backend's) is worth more than vector speed.
+template <class F, class T, class A>
+[[gnu::always_inline]] inline xsimd::batch<T, A> lanewise(F f, const xsimd::batch<T, A>& x) {
+  alignas(64) T t[xsimd::batch<T, A>::size];
+  x.store_aligned(t);
+  for (T& v : t) v = f(v);
+  return xsimd::batch<T, A>::load_aligned(t);
+}
+template <class F, class T, class A>
+[[gnu::always_inline]] inline xsimd::batch<T, A> lanewise(F f, const xsimd::batch<T, A>& a, const xsimd::batch<T, A>& b) {
+  alignas(64) T t[xsimd::batch<T, A>::size], u[xsimd::batch<T, A>::size];
+  a.store_aligned(t);
+  b.store_aligned(u);
+  for (std::size_t i = 0; i < xsimd::batch<T, A>::size; ++i) t[i] = f(t[i], u[i]);
+  return xsimd::batch<T, A>::load_aligned(t);
+}
+template <class T, class A> inline xsimd::batch<T, A> atan(const xsimd::batch<T, A>& x) {
+  return lanewise([](T v) { return std::atan(v); }, x);
+}
+template <class T, class A> inline xsimd::batch<T, A> asin(const xsimd::batch<T, A>& x) {
+  return lanewise([](T v) { return std::asin(v); }, x);
+}
+template <class T, class A> inline xsimd::batch<T, A> acos(const xsimd::batch<T, A>& x) {
+  return lanewise([](T v) { return std::acos(v); }, x);
+}
+template <class T, class A> inline xsimd::batch<T, A> atan2(const xsimd::batch<T, A>& a, const xsimd::batch<T, A>& b) {
+  return lanewise([](T y, T x) { return std::atan2(y, x); }, a, b);
+}
+template <class T, class A> inline xsimd::batch<T, A> fmod(const xsimd::batch<T, A>& a, const xsimd::batch<T, A>& b) {
+  return lanewise([](T y, T x) { return std::fmod(y, x); }, a, b);
+}
 /// a^b in f64 with C's special cases (x^0 = 1 for every x, NaN included; 1^y = 1; (-1)^(+-inf) =
 /// 1; the sign of a negative base (-0 and -inf included) to an odd integer power; NaN for a
 /// finite negative base to a finite non-integer power; 0 and inf from the limits of e^(b log|a|)).
@@ -518,6 +573,15 @@ struct vmath {
   template <class V> [[gnu::always_inline]] static V erf(const V& x) { return fn::erf(x); }
   template <class V> [[gnu::always_inline]] static V abs(const V& x) { return fn::abs(x); }
   template <class V> [[gnu::always_inline]] static V pow(const V& a, const V& b) { return fn::pow(a, b); }
+  template <class V> [[gnu::always_inline]] static V floor(const V& x) { return fn::floor(x); }
+  template <class V> [[gnu::always_inline]] static V ceil(const V& x) { return fn::ceil(x); }
+  template <class V> [[gnu::always_inline]] static V rint(const V& x) { return fn::rint(x); }
+  template <class V> [[gnu::always_inline]] static V trunc(const V& x) { return fn::trunc(x); }
+  template <class V> [[gnu::always_inline]] static V atan(const V& x) { return fn::atan(x); }
+  template <class V> [[gnu::always_inline]] static V asin(const V& x) { return fn::asin(x); }
+  template <class V> [[gnu::always_inline]] static V acos(const V& x) { return fn::acos(x); }
+  template <class V> [[gnu::always_inline]] static V atan2(const V& a, const V& b) { return fn::atan2(a, b); }
+  template <class V> [[gnu::always_inline]] static V fmod(const V& a, const V& b) { return fn::fmod(a, b); }
   template <class V> [[gnu::always_inline]] static auto isnan(const V& x) { return fn::isnan(x); }
   template <class C, class V> [[gnu::always_inline]] static V select(const C& c, const V& a, const V& b) {
     return fn::select(c, a, b);

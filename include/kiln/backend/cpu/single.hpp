@@ -194,7 +194,7 @@ inline void single_concat(state& st, int x) {
   copy_elements(hi, b);
 }
 
-/// gather, scatter_add, unfold, fold, rand: their routines (movement.hpp), not templates; fused
+/// gather, scatter_add, unfold, fold, cumsum, argsort, rand: their routines (movement.hpp), not templates; fused
 /// attention's (attention.hpp), one instantiation per dtype. Chosen at compile time, so that a
 /// plan compiles the routines of its own ops only (attention's are large).
 template <op O>
@@ -205,6 +205,8 @@ void single_movement(state& st, int x) {
   else if constexpr (O == op::scatter_add) run_scatter_add(st.view_of(n.in[0]), st.view_of(n.in[1]), out);
   else if constexpr (O == op::unfold) run_unfold(st.view_of(n.in[0]), out, window_of(n), n.value);
   else if constexpr (O == op::fold) run_fold(st.view_of(n.in[0]), out, window_of(n));
+  else if constexpr (O == op::cumsum) run_cumsum(st.view_of(n.in[0]), out, n.axis, n.value != 0);
+  else if constexpr (O == op::argsort) run_argsort(st.view_of(n.in[0]), out, n.axis, n.value != 0);
   else if constexpr (O == op::rand) run_rand(st.view_of(n.in[1]), out, n.axes);
   else if constexpr (O == op::attention)
     run_attention(st.view_of(n.in[0]), st.view_of(n.in[1]), st.view_of(n.in[2]), st.view_of(n.in[3]), out,

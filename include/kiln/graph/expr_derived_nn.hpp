@@ -1,0 +1,224 @@
+// kiln/graph/expr_derived_nn.hpp: torch.nn.functional's layers that kiln writes from its other
+// ops at capture (as graph/expr_derived.hpp does the pointwise, shape and creation ones):
+// conv1d and conv_transpose2d (through conv2d, matmul and fold), batch_norm (eval and training,
+// with the running statistics), group_norm, interpolate (nearest, bilinear) and max/min with
+// their indices. Gradients, fusion and every backend come from the parts; tests/conformance
+// checks them against PyTorch.
+#pragma once
+
+#include <cstddef>
+#include <tuple>
+#include <utility>
+
+#include "expr_derived.hpp"
+
+namespace kiln {
+
+namespace detail {
+/// x's values along axis 1 (a vector [C]) shaped to broadcast against a rank-R tensor [N, C, ...].
+template <int R, class V>
+constexpr auto per_channel(const V& v) {
+  using E = expr_t<V>;
+  static_assert(E::shape.rank == 1, "kiln: a per-channel operand must be a vector [C]");
+  return reshape_dims<unit_but(R, 1, E::shape.e[0])>(v);
+}
+/// The reduction O over every axis of x but axis 1 (the channels), extents kept.
+template <op O, class X, std::size_t... I>
+constexpr auto over_all_but_channels(const X& x, std::index_sequence<I...>) {
+  return reduce_op<O, true, (I == 0 ? 0 : static_cast<int>(I) + 1)...>(x);
+}
+template <op O, class X>
+constexpr auto over_all_but_channels(const X& x) {
+  return over_all_but_channels<O>(x, std::make_index_sequence<static_cast<std::size_t>(expr_t<X>::shape.rank - 1)>{});
+}
+/// The element count of one item of a batch: the extents after the first, multiplied.
+constexpr index_t numel_after_batch(dims s) {
+  index_t n = 1;
+  for (int i = 1; i < s.rank; ++i) n *= s.e[i];
+  return n;
+}
+/// Whether s is [N, C, ...] with static extents after N.
+constexpr bool channels_static(dims s) {
+  if (s.poisoned()) return true;
+  if (s.rank < 2) return false;
+  for (int i = 1; i < s.rank; ++i)
+    if (s.e[i] == dyn) return false;
+  return true;
+}
+}  // namespace detail
+
+// ---- convolutions ---------------------------------------------------------------------------------
+
+/// torch.nn.functional.conv1d<Stride, Padding, Dilation>(x, weight, bias) (one group):
+/// x [n, c, l], weight [out, c, k], bias [out] -> [n, out, lo]; zero padding. Through conv2d
+/// on x padded and viewed as [n, c, 1, l + 2 Padding].
+template <index_t Stride = 1, index_t Padding = 0, index_t Dilation = 1, tensor_operand X, tensor_operand Wt,
+          tensor_operand B>
+constexpr auto conv1d(const X& x, const Wt& weight, const B& bias) {
+  using EX = detail::expr_t<X>;
+  using EW = detail::expr_t<Wt>;
+  static_assert(EX::shape.rank == 3 && EW::shape.rank == 3,
+                "kiln::conv1d: x [n, c, l] and weight [out, c, k]");
+  const auto padded = pad<Padding, Padding>(x);
+  constexpr dims ps = detail::expr_t<decltype(padded)>::shape;
+  const auto x4 = detail::reshape_dims<dims{ps.e[0], ps.e[1], 1, ps.e[2]}>(padded);
+  const auto w4 = detail::reshape_dims<dims{EW::shape.e[0], EW::shape.e[1], 1, EW::shape.e[2]}>(weight);
+  const auto y = conv2d<Stride, 0, Dilation>(x4, w4, bias);
+  constexpr dims ys = detail::expr_t<decltype(y)>::shape;
+  return detail::reshape_dims<dims{ys.e[0], ys.e[1], ys.e[3]}>(y);
+}
+
+/// torch.nn.functional.conv_transpose2d<Stride, Padding, OutputPadding, Dilation>(x, weight,
+/// bias) (one group, a square kernel): x [n, cin, h, w], weight [cin, cout, k, k], bias [cout]
+/// -> [n, cout, (h - 1) Stride - 2 Padding + Dilation (k - 1) + OutputPadding + 1, ...]. The
+/// gradient of conv2d with respect to its input: each input pixel's weights as columns
+/// (matmul), summed into the output by fold (col2im).
+template <index_t Stride = 1, index_t Padding = 0, index_t OutputPadding = 0, index_t Dilation = 1, tensor_operand X,
+          tensor_operand Wt, tensor_operand B>
+constexpr auto conv_transpose2d(const X& x, const Wt& weight, const B& bias) {
+  using EX = detail::expr_t<X>;
+  using EW = detail::expr_t<Wt>;
+  constexpr dims xs = EX::shape, ws = EW::shape;
+  static_assert(xs.rank == 4 && ws.rank == 4, "kiln::conv_transpose2d: x [n, cin, h, w] and weight [cin, cout, k, k]");
+  static_assert(xs.e[1] == ws.e[0], "kiln::conv_transpose2d: x's channels must be the weight's first extent");
+  static_assert(ws.e[2] == ws.e[3], "kiln::conv_transpose2d: a square kernel (fold's windows are square)");
+  static_assert(xs.e[2] != dyn && xs.e[3] != dyn, "kiln::conv_transpose2d: static spatial extents");
+  static_assert(OutputPadding < Stride || OutputPadding < Dilation,
+                "kiln::conv_transpose2d: the output padding must be below the stride or the dilation");
+  constexpr index_t k = ws.e[2], cout = ws.e[1];
+  constexpr index_t ho = (xs.e[2] - 1) * Stride - 2 * Padding + Dilation * (k - 1) + OutputPadding + 1;
+  constexpr index_t wo = (xs.e[3] - 1) * Stride - 2 * Padding + Dilation * (k - 1) + OutputPadding + 1;
+  const auto cols_of = transpose(detail::reshape_dims<dims{ws.e[0], cout * k * k}>(weight));  // [cout k k, cin]
+  const auto pixels = detail::reshape_dims<dims{xs.e[0], xs.e[1], xs.e[2] * xs.e[3]}>(x);   // [n, cin, h w]
+  const auto cols = matmul(cols_of, pixels);                                                 // [n, cout k k, h w]
+  return fold<ho, wo, k, Stride, Padding, Dilation>(cols) + detail::per_channel<4>(bias);
+}
+
+// ---- normalisation ---------------------------------------------------------------------------
+
+/// torch.nn.functional.batch_norm in evaluation mode: x [N, C, ...] normalised per channel by
+/// the running statistics, (x - running_mean) / sqrt(running_var + eps) * weight + bias.
+template <tensor_operand X, tensor_operand M, tensor_operand V, tensor_operand W, tensor_operand B>
+constexpr auto batch_norm(const X& x, const M& running_mean, const V& running_var, const W& weight, const B& bias,
+                          double eps = 1e-5) {
+  static_assert(detail::channels_static(detail::expr_t<X>::shape), "kiln::batch_norm: x must be [N, C, ...], static but for N");
+  constexpr int r = detail::expr_t<X>::shape.rank;
+  const auto f = detail::as_float(x);
+  const auto scale = rsqrt(detail::per_channel<r>(running_var) + eps) * detail::per_channel<r>(weight);
+  return (f - detail::per_channel<r>(running_mean)) * scale + detail::per_channel<r>(bias);
+}
+/// torch.nn.functional.batch_norm in training mode: x normalised by its own statistics per
+/// channel (the variance biased), and the running statistics moved toward them by `momentum`
+/// (the variance unbiased), which PyTorch updates in place: std::tuple{y, new_running_mean,
+/// new_running_var}, for a program to assign (e.g. as outputs of its training step).
+template <tensor_operand X, tensor_operand M, tensor_operand V, tensor_operand W, tensor_operand B>
+constexpr auto batch_norm_train(const X& x, const M& running_mean, const V& running_var, const W& weight,
+                                const B& bias, double momentum = 0.1, double eps = 1e-5) {
+  static_assert(detail::channels_static(detail::expr_t<X>::shape), "kiln::batch_norm_train: x must be [N, C, ...], static but for N");
+  using E = detail::expr_t<X>;
+  constexpr int r = E::shape.rank;
+  constexpr dims c{E::shape.e[1]};
+  const auto f = detail::as_float(x);
+  const auto m = detail::over_all_but_channels<op::mean>(f);
+  const auto d = f - m;
+  const auto v = detail::over_all_but_channels<op::mean>(d * d);
+  const auto y = d * rsqrt(v + eps) * detail::per_channel<r>(weight) + detail::per_channel<r>(bias);
+  // the running statistics carry no gradient (PyTorch's are buffers)
+  const auto batch_mean = detach(detail::reshape_dims<c>(m));
+  const auto batch_var = detach(detail::reshape_dims<c>(detail::over_all_but_channels<op::var>(f)));
+  const auto new_mean = as_expr(running_mean) * (1 - momentum) + batch_mean * momentum;
+  const auto new_var = as_expr(running_var) * (1 - momentum) + batch_var * momentum;
+  return std::tuple{y, new_mean, new_var};
+}
+
+/// torch.nn.functional.group_norm(x, Groups, weight, bias, eps): x [N, C, ...] normalised over
+/// each group of C / Groups channels and the other axes (the variance biased), then scaled and
+/// shifted per channel.
+template <index_t Groups, tensor_operand X, tensor_operand W, tensor_operand B>
+constexpr auto group_norm(const X& x, const W& weight, const B& bias, double eps = 1e-5) {
+  static_assert(detail::channels_static(detail::expr_t<X>::shape), "kiln::group_norm: x must be [N, C, ...], static but for N");
+  using E = detail::expr_t<X>;
+  constexpr dims s = E::shape;
+  constexpr int r = s.rank;
+  static_assert(Groups > 0 && s.e[1] % Groups == 0, "kiln::group_norm: the groups must divide the channels");
+  constexpr index_t per_group = detail::numel_after_batch(s) / Groups;
+  const auto g = detail::reshape_dims<dims{s.e[0], Groups, per_group}>(detail::as_float(x));
+  const auto d = g - mean<2>(g, keepdim);
+  const auto y = d * rsqrt(mean<2>(d * d, keepdim) + eps);
+  return detail::reshape_dims<s>(y) * detail::per_channel<r>(weight) + detail::per_channel<r>(bias);
+}
+
+// ---- resampling ------------------------------------------------------------------------------
+
+/// interpolate's modes (torch.nn.functional.interpolate's `mode`; bilinear with
+/// align_corners=False, its default).
+enum class interpolation { nearest, bilinear };
+
+namespace detail {
+/// in / out in dtype D's arithmetic: PyTorch's scale from input to output positions when the
+/// output's size is given.
+template <dtype D>
+constexpr auto resize_scale(index_t in, index_t out) {
+  return make_scalar<D>(D == dtype::f64 ? static_cast<double>(in) / static_cast<double>(out)
+                                        : static_cast<double>(static_cast<float>(in) / static_cast<float>(out)));
+}
+/// Nearest: source index min(floor(i * (in / out)), in - 1), the scale and product in x's float
+/// dtype, as PyTorch computes them (i / 2 when out = 2 in).
+template <int Axis, index_t Out, class X>
+constexpr auto nearest_along(const X& x) {
+  using E = expr_t<X>;
+  constexpr index_t in = E::shape.e[Axis];
+  static_assert(in != dyn && in > 0 && Out > 0, "kiln::interpolate: static, positive spatial extents");
+  constexpr dtype d = E::dt;
+  const auto i = cast<d>(arange<Out>());
+  const auto scale = resize_scale<d>(in, Out);
+  const auto src = min(cast<dtype::i64>(floor(i * scale)), in - 1);
+  return index_select<Axis>(x, src);
+}
+/// Bilinear along one axis (align_corners=False): source s = max(scale (i + 1/2) - 1/2, 0),
+/// i0 = floor(s), i1 = min(i0 + 1, in - 1), weights 1 - (s - i0) and s - i0.
+template <int Axis, index_t Out, class X>
+constexpr auto linear_along(const X& x) {
+  using E = expr_t<X>;
+  constexpr int r = E::shape.rank;
+  constexpr index_t in = E::shape.e[Axis];
+  static_assert(in != dyn && in > 0 && Out > 0, "kiln::interpolate: static, positive spatial extents");
+  constexpr dtype d = E::dt;
+  const auto i = cast<d>(arange<Out>());
+  const auto scale = resize_scale<d>(in, Out);
+  const auto raw = scale * (i + 0.5) - 0.5;
+  const auto src = where(lt(raw, 0), make_scalar<d>(0), raw);
+  const auto i0 = cast<dtype::i64>(floor(src));
+  const auto i1 = min(i0 + 1, in - 1);
+  const auto w1 = src - floor(src);
+  const auto w0 = 1.0 - w1;
+  const auto a = index_select<Axis>(x, i0) * reshape_dims<unit_but(r, Axis, Out)>(w0);
+  return a + index_select<Axis>(x, i1) * reshape_dims<unit_but(r, Axis, Out)>(w1);
+}
+}  // namespace detail
+
+/// torch.nn.functional.interpolate(x, size=(H, W), mode) for x [N, C, h, w] (floats): nearest
+/// (the default) or bilinear (align_corners=False).
+template <index_t H, index_t W, interpolation Mode = interpolation::nearest, tensor_operand X>
+constexpr auto interpolate(const X& x) {
+  using E = detail::expr_t<X>;
+  static_assert(E::shape.rank == 4, "kiln::interpolate: x [N, C, h, w]");
+  static_assert(is_floating(E::dt), "kiln::interpolate: a floating point input");
+  if constexpr (Mode == interpolation::nearest) return detail::nearest_along<3, W>(detail::nearest_along<2, H>(x));
+  else return detail::linear_along<3, W>(detail::linear_along<2, H>(x));
+}
+
+// ---- reductions with indices -------------------------------------------------------------------
+
+/// torch.max(x, dim) / torch.min(x, dim): std::tuple{values, indices} along Axis (the first
+/// index of the extreme; NaN counts as the extreme, as in PyTorch).
+template <int Axis, tensor_operand X>
+constexpr auto max_with_indices(const X& x) {
+  return std::tuple{amax<Axis>(x), argmax<Axis>(x)};
+}
+template <int Axis, tensor_operand X>
+constexpr auto min_with_indices(const X& x) {
+  return std::tuple{amin<Axis>(x), argmin<Axis>(x)};
+}
+
+}  // namespace kiln

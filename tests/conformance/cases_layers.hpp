@@ -1,0 +1,80 @@
+// Conformance cases: the layers of graph/expr_derived_nn.hpp (conv1d, conv_transpose2d,
+// batch_norm, group_norm, interpolate, max/min with indices; check_ops.py has their PyTorch
+// counterparts, by case name); cases_layers_f32.cpp and cases_layers_f64.cpp instantiate it.
+#pragma once
+
+#include <kiln/graph/expr_derived_nn.hpp>
+
+#include "record.hpp"
+
+namespace kc {
+
+template <dtype D>
+void layer_cases_of(store& s, const std::string& sfx) {
+  using X1 = input<"x", D, shape<2, 3, 11>>;
+  using W1 = input<"k", D, shape<4, 3, 3>>;
+  using B4 = input<"c", D, shape<4>>;
+  using XT = input<"x", D, shape<2, 3, 4, 5>>;
+  using WT = input<"k", D, shape<3, 4, 3, 3>>;
+  using XB = input<"x", D, shape<4, 3, 5, 2>>;
+  using M3 = input<"m", D, shape<3>>;
+  using V3 = input<"v", D, shape<3>>;
+  using G3 = input<"w", D, shape<3>>;
+  using B3 = input<"c", D, shape<3>>;
+  using XG = input<"x", D, shape<2, 6, 3, 2>>;
+  using G6 = input<"w", D, shape<6>>;
+  using B6 = input<"c", D, shape<6>>;
+  using XI = input<"x", D, shape<2, 2, 5, 6>>;
+  using A = input<"a", D, shape<4, 9>>;
+  const any_tensor x1 = uniform(s, D, dims{2, 3, 11}, -2, 2), w1 = uniform(s, D, dims{4, 3, 3}, -1, 1);
+  const any_tensor b4 = uniform(s, D, dims{4}, -1, 1);
+  const any_tensor xt = uniform(s, D, dims{2, 3, 4, 5}, -2, 2), wt = uniform(s, D, dims{3, 4, 3, 3}, -1, 1);
+  const any_tensor xb = uniform(s, D, dims{4, 3, 5, 2}, -2, 3), m3 = uniform(s, D, dims{3}, -1, 1);
+  const any_tensor v3 = uniform(s, D, dims{3}, 0.5, 2), g3 = uniform(s, D, dims{3}, 0.5, 1.5);
+  const any_tensor b3 = uniform(s, D, dims{3}, -1, 1);
+  const any_tensor xg = uniform(s, D, dims{2, 6, 3, 2}, -2, 2), g6 = uniform(s, D, dims{6}, 0.5, 1.5);
+  const any_tensor b6 = uniform(s, D, dims{6}, -1, 1);
+  const any_tensor xi = uniform(s, D, dims{2, 2, 5, 6}, -2, 2);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  // ties and NaN for the indices (the first extreme; NaN counts as one); no ties for the gradients,
+  // which kiln shares among tied extremes and PyTorch gives to the index
+  const any_tensor a = uniform(s, D, dims{4, 9}, -3, 3, {1.0, 1.0, -2.0, 2.0, 0.0, nan, 3.0, 3.0});
+  const any_tensor ac = uniform(s, D, dims{4, 9}, -3, 3);
+
+  record<X1, W1, B4>(s, std::string("conv1d") + sfx, conv1d<1, 1>(X1{}, W1{}, B4{}), {{"x", x1}, {"k", w1}, {"c", b4}});
+  record<X1, W1>(s, std::string("conv1d_stride") + sfx, conv1d<2, 0, 2>(X1{}, W1{}, B4{}), {{"x", x1}, {"k", w1}, {"c", b4}});
+  record<XT, WT, B4>(s, std::string("conv_transpose2d") + sfx, conv_transpose2d(XT{}, WT{}, B4{}),
+                     {{"x", xt}, {"k", wt}, {"c", b4}});
+  record<XT, WT>(s, std::string("conv_transpose2d_stride") + sfx, conv_transpose2d<2, 1, 1>(XT{}, WT{}, B4{}),
+                 {{"x", xt}, {"k", wt}, {"c", b4}});
+  record<XB, G3, B3>(s, std::string("batch_norm") + sfx, batch_norm(XB{}, M3{}, V3{}, G3{}, B3{}),
+                     {{"x", xb}, {"m", m3}, {"v", v3}, {"w", g3}, {"c", b3}});
+  {
+    const auto [y, mean, var] = batch_norm_train(XB{}, M3{}, V3{}, G3{}, B3{}, 0.2);
+    record<XB, G3, B3>(s, std::string("batch_norm_train") + sfx, y, {{"x", xb}, {"w", g3}, {"c", b3}});
+    record<>(s, std::string("batch_norm_running_mean") + sfx, mean, {{"x", xb}, {"m", m3}});
+    record<>(s, std::string("batch_norm_running_var") + sfx, var, {{"x", xb}, {"v", v3}});
+  }
+  record<XG, G6, B6>(s, std::string("group_norm") + sfx, group_norm<3>(XG{}, G6{}, B6{}), {{"x", xg}, {"w", g6}, {"c", b6}});
+  // one group: normalised over all but the batch; a group per channel: instance norm
+  record<XG, G6, B6>(s, std::string("group_norm_one") + sfx, group_norm<1>(XG{}, G6{}, B6{}), {{"x", xg}, {"w", g6}, {"c", b6}});
+  record<XG>(s, std::string("group_norm_per_channel") + sfx, group_norm<6>(XG{}, G6{}, B6{}), {{"x", xg}, {"w", g6}, {"c", b6}});
+  record<XI>(s, std::string("interpolate_nearest") + sfx, interpolate<7, 12>(XI{}), {{"x", xi}});
+  record<XI>(s, std::string("interpolate_nearest_down") + sfx, interpolate<3, 4>(XI{}), {{"x", xi}});
+  record<XI>(s, std::string("interpolate_bilinear") + sfx, interpolate<8, 9, interpolation::bilinear>(XI{}), {{"x", xi}});
+  record<XI>(s, std::string("interpolate_bilinear_down") + sfx, interpolate<3, 4, interpolation::bilinear>(XI{}),
+             {{"x", xi}});
+  {
+    const auto [v, i] = max_with_indices<1>(A{});
+    record<A>(s, std::string("max_dim") + sfx, v, {{"a", ac}});
+    record<>(s, std::string("max_dim_edges") + sfx, v, {{"a", a}});
+    record<>(s, std::string("max_dim_indices") + sfx, i, {{"a", a}});
+  }
+  {
+    const auto [v, i] = min_with_indices<0>(A{});
+    record<A>(s, std::string("min_dim") + sfx, v, {{"a", ac}});
+    record<>(s, std::string("min_dim_indices") + sfx, i, {{"a", a}});
+  }
+}
+
+}  // namespace kc
