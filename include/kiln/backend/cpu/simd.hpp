@@ -342,18 +342,50 @@ template <class T, class A> [[gnu::always_inline]] inline xsimd::batch<T, A> tan
 template <class T, class A> [[gnu::always_inline]] inline xsimd::batch<T, A> sin(const xsimd::batch<T, A>& x) { return xsimd::sin(x); }
 template <class T, class A> [[gnu::always_inline]] inline xsimd::batch<T, A> cos(const xsimd::batch<T, A>& x) { return xsimd::cos(x); }
 template <class T, class A> [[gnu::always_inline]] inline xsimd::batch<T, A> abs(const xsimd::batch<T, A>& x) { return xsimd::abs(x); }
-// The result has x's sign (ceil(-0.5) = -0): xsimd 8's SSE2 forms, through integers, lose it.
+// Rounding to integers. With SSE4.1 and later (AVX, AVX-512, and NEON's) xsimd's are one
+// instruction each. Without them (plain SSE2) xsimd 8's go through integer conversions, which
+// lose the sign of zero and, for doubles, convert lane by lane values outside the integers'
+// range (undefined behaviour, reported by -fsanitize=float-cast-overflow): there kiln rounds in
+// floating point, |x| + 2^52 - 2^52 (2^23 for floats) rounding to nearest even for |x| below
+// it, x itself above (already an integer, or inf or NaN). Every result has x's sign.
+template <class A>
+inline constexpr bool native_rounding =
+#if defined(__SSE2__)
+    !std::is_base_of_v<xsimd::sse2, A> || std::is_base_of_v<xsimd::sse4_1, A>;
+#else
+    true;
+#endif
+template <class T, class A> [[gnu::always_inline]] inline xsimd::batch<T, A> rint(const xsimd::batch<T, A>& x) {
+  using V = xsimd::batch<T, A>;
+  if constexpr (native_rounding<A>) {
+    return or_sign(xsimd::nearbyint(x), x);
+  } else {
+    const V big(std::is_same_v<T, float> ? T(8388608.0f) : T(4503599627370496.0));
+    const V ax = xsimd::abs(x);
+    return xsimd::select(ax < big, or_sign((ax + big) - big, x), x);
+  }
+}
 template <class T, class A> [[gnu::always_inline]] inline xsimd::batch<T, A> floor(const xsimd::batch<T, A>& x) {
-  return or_sign(xsimd::floor(x), x);
+  using V = xsimd::batch<T, A>;
+  if constexpr (native_rounding<A>) {
+    return or_sign(xsimd::floor(x), x);
+  } else {
+    const V r = fn::rint(x);
+    return xsimd::select(x < r, r - V(1), r);  // (-0.5 -> -0 -> -1; -0 stays -0)
+  }
 }
 template <class T, class A> [[gnu::always_inline]] inline xsimd::batch<T, A> ceil(const xsimd::batch<T, A>& x) {
-  return or_sign(xsimd::ceil(x), x);
-}
-template <class T, class A> [[gnu::always_inline]] inline xsimd::batch<T, A> rint(const xsimd::batch<T, A>& x) {
-  return or_sign(xsimd::nearbyint(x), x);
+  using V = xsimd::batch<T, A>;
+  if constexpr (native_rounding<A>) {
+    return or_sign(xsimd::ceil(x), x);
+  } else {
+    const V r = fn::rint(x);
+    return or_sign(xsimd::select(r < x, r + V(1), r), x);  // (-0.7 -> -1 -> +0, signed back to -0)
+  }
 }
 template <class T, class A> [[gnu::always_inline]] inline xsimd::batch<T, A> trunc(const xsimd::batch<T, A>& x) {
-  return or_sign(xsimd::trunc(x), x);
+  if constexpr (native_rounding<A>) return or_sign(xsimd::trunc(x), x);
+  else return xsimd::select(x < xsimd::batch<T, A>(T(0)), fn::ceil(x), fn::floor(x));
 }
 /// The C library's function lane by lane, for functions rare in models where an exact result
 /// (fmod; xsimd's is a - trunc(a / b) b) or the C library's accuracy (the inverse trigonometry,
