@@ -18,12 +18,18 @@ dir=build
 [ -n "$sanitize" ] && dir="$dir-$( [ "$sanitize" = thread ] && echo tsan || echo sanitize )"
 dir=${BUILD_DIR:-$dir}
 
-launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+# each compile timed (scripts/time-unit.sh), through ccache where there is one
+mkdir -p "$dir"
+times="$(cd "$dir" && pwd)/unit-times.txt"
+: > "$times"
+launcher="$PWD/scripts/time-unit.sh;$times"
+command -v ccache >/dev/null && launcher="$launcher;ccache"
 cmake -S . -B "$dir" -DCMAKE_CXX_COMPILER="$cxx" -DKILN_SANITIZE="$sanitize" -DCMAKE_BUILD_TYPE=Release \
   -DKILN_BUILD_TESTS=ON -DKILN_BUILD_EXAMPLES="${KILN_EXAMPLES:-ON}" -DKILN_WITH_OPENMP="${KILN_OPENMP:-ON}" \
-  -DKILN_ONLY_TESTS="${KILN_ONLY_TESTS:-}" -DKILN_CONFORMANCE="${KILN_CONFORMANCE:-ON}" "${launcher[@]}"
+  -DKILN_ONLY_TESTS="${KILN_ONLY_TESTS:-}" -DKILN_CONFORMANCE="${KILN_CONFORMANCE:-ON}" -DCMAKE_CXX_COMPILER_LAUNCHER="$launcher"
 cmake --build "$dir" -j "$(nproc)"
+echo "test.sh: the slowest translation units of this build (wall seconds, $(wc -l < "$times") compiled):"
+sort -rn "$times" | head -12 | awk '{ printf "  %7.1f  %s\n", $1 / 1000, $2 }'
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1}

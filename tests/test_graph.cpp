@@ -160,3 +160,30 @@ TEST_CASE("infer: one shape and dtype rule per op, for the builder and check_gra
   b.g.nodes.back().shape = dims{dyn, 7};
   CHECK(std::string(check_graph(b.g)) == "node shape does not follow from its inputs");
 }
+
+namespace {
+/// Whether E, built from placeholders only, is pure (no run-time leaf: tracing and CSE share its
+/// repeated subexpressions).
+template <class E>
+constexpr bool pure_expr(const E&) {
+  return record_ref<decltype(as_expr(std::declval<const E&>()))>().pure;
+}
+}  // namespace
+
+TEST_CASE("kiln's formulas write their constants as literals: over placeholders they stay pure") {
+  // A C++ scalar is a run-time leaf: a subexpression holding one is copied at every use (sinh
+  // traced 286 nodes, bilinear interpolation 508 and 48 kernels, before its constants were
+  // literals).
+  using A = input<"a", f32, shape<3, 5>>;
+  using Bq = input<"b", f64, shape<3, 5>>;
+  using Img = input<"img", f32, shape<2, 2, 5, 6>>;
+  static_assert(pure_expr(arange<7>()) && pure_expr(eye<3, 4>()));
+  static_assert(pure_expr(expm1(A{})) && pure_expr(log1p(A{})) && pure_expr(sinh(A{})) && pure_expr(cosh(Bq{})));
+  static_assert(pure_expr(sign(A{})) && pure_expr(isinf(A{})) && pure_expr(isfinite(Bq{})));
+  static_assert(pure_expr(logsumexp<1>(A{})) && pure_expr(remainder(A{}, A{})) && pure_expr(floor_divide(Bq{}, Bq{})));
+  static_assert(pure_expr(interpolate<7, 12>(Img{})) && pure_expr(interpolate<8, 9, interpolation::bilinear>(Img{})));
+  // after CSE, bilinear interpolation's index arithmetic is one copy per axis
+  const auto y = interpolate<8, 9, interpolation::bilinear>(Img{});
+  CHECK(traced<decltype(y)>::value.nodes.size() <= 70);
+  CHECK(traced<decltype(sinh(A{}))>::value.nodes.size() <= 90);
+}

@@ -1,6 +1,6 @@
 // gather (embedding) and scatter_add against plain loops, bad indices, their derivatives;
 // rand: the generator's values on every backend, its statistics; dropout's mask, scaling and
-// gradient; the trainer's seed; cumsum and argsort against plain loops.
+// gradient; the trainer's seed; cumsum, cumprod and argsort against plain loops.
 #include "cpu_support.hpp"
 #include "gradcheck.hpp"
 
@@ -319,5 +319,59 @@ TEST_CASE("cumsum and argsort: threaded CPU routines against plain loops, stride
   for (const any_tensor& c : {eval_any(cumsum<0>(B{}), {{"b", b}}), eval_any(cumsum<0>(B{}), {{"b", b}}, eager::backend)}) {
     REQUIRE(c.dt() == i64);
     CHECK(c.data<std::int64_t>()[4] == 4);
+  }
+}
+
+TEST_CASE("cumprod and prod: the threaded CPU routine against a plain loop; gradients with zeros against finite differences") {
+  constexpr index_t rows = 37, cols = 301;
+  using X = input<"x", f32, shape<rows, cols>>;
+  any_tensor x = kt::random_tensor(f32, dims{rows, cols});
+  float* xp = x.data<float>();
+  for (index_t k = 0; k < rows * cols; ++k) xp[k] = 1.0f + xp[k] / 64;  // near 1: 301 factors stay in range
+  xp[5 * cols + 17] = 0.0f;                                           // a zero: the products after it are 0
+  // along the rows (contiguous lines) and the columns of the transpose (strided), on both backends
+  const any_tensor along_rows = eval_any(cumprod<1>(X{}), {{"x", x}});
+  const any_tensor along_cols = eval_any(cumprod<0>(transpose(X{})), {{"x", x}});
+  const any_tensor eager_rows = eval_any(cumprod<1>(X{}), {{"x", x}}, eager::backend);
+  const any_tensor products = eval_any(prod<1>(X{}), {{"x", x}});
+  for (index_t r = 0; r < rows; ++r) {
+    double p = 1;
+    for (index_t c = 0; c < cols; ++c) {
+      p *= xp[r * cols + c];  // in double, as the routine (and PyTorch's CPU cumprod)
+      INFO("row " << r << " column " << c);
+      REQUIRE(along_rows.data<float>()[r * cols + c] == static_cast<float>(p));
+      REQUIRE(along_cols.data<float>()[c * rows + r] == static_cast<float>(p));
+      REQUIRE(eager_rows.data<float>()[r * cols + c] == doctest::Approx(p).epsilon(1e-6));  // (long double)
+    }
+    REQUIRE(products.data<float>()[r] == static_cast<float>(p));
+  }
+  // f64 gradients of sum(cumprod(x) * w) and of sum(prod(x) * v) against central differences,
+  // on rows with no zero, one zero (first, inside, last) and two
+  using Y = input<"y", f64, shape<5, 6>>;
+  using Wy = input<"w", f64, shape<5, 6>>;
+  using V = input<"v", f64, shape<5>>;
+  any_tensor y = kt::random_tensor(f64, dims{5, 6}), w = kt::random_tensor(f64, dims{5, 6}), v = kt::random_tensor(f64, dims{5});
+  double* yp = y.data<double>();
+  for (index_t k = 0; k < 30; ++k) yp[k] = 0.5 + std::abs(yp[k]);
+  yp[6] = 0;                  // row 1: first
+  yp[12 + 3] = 0;             // row 2: inside
+  yp[18 + 5] = 0;             // row 3: last
+  yp[24 + 1] = yp[24 + 4] = 0;  // row 4: two
+  const auto loss_c = sum(cumprod<1>(Y{}) * Wy{});
+  const auto loss_p = sum(prod<1>(Y{}) * V{});
+  const any_tensor gc = eval_any(grad(loss_c, Y{}), {{"y", y}, {"w", w}});
+  const any_tensor gp = eval_any(grad(loss_p, Y{}), {{"y", y}, {"v", v}});
+  const any_tensor gc_eager = eval_any(grad(loss_c, Y{}), {{"y", y}, {"w", w}}, eager::backend);
+  for (index_t k = 0; k < 30; ++k) {
+    const double h = 1e-6, keep = yp[k];
+    yp[k] = keep + h;
+    const double cp = eval_any(loss_c, {{"y", y}, {"w", w}}).data<double>()[0], pp = eval_any(loss_p, {{"y", y}, {"v", v}}).data<double>()[0];
+    yp[k] = keep - h;
+    const double cm = eval_any(loss_c, {{"y", y}, {"w", w}}).data<double>()[0], pm = eval_any(loss_p, {{"y", y}, {"v", v}}).data<double>()[0];
+    yp[k] = keep;
+    INFO("element " << k);
+    CHECK(gc.data<double>()[k] == doctest::Approx((cp - cm) / (2 * h)).epsilon(1e-6));
+    CHECK(gp.data<double>()[k] == doctest::Approx((pp - pm) / (2 * h)).epsilon(1e-6));
+    CHECK(gc_eager.data<double>()[k] == doctest::Approx(gc.data<double>()[k]).epsilon(1e-12));
   }
 }

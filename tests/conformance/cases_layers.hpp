@@ -26,6 +26,15 @@ void layer_cases_of(store& s, const std::string& sfx) {
   using B6 = input<"c", D, shape<6>>;
   using XI = input<"x", D, shape<2, 2, 5, 6>>;
   using A = input<"a", D, shape<4, 9>>;
+  using XC = input<"x", D, shape<2, 6, 5, 5>>;
+  using WG = input<"k", D, shape<9, 2, 3, 3>>;
+  using B9 = input<"c", D, shape<9>>;
+  using WD = input<"k", D, shape<6, 1, 3, 3>>;
+  using XU = input<"x", D, shape<2, 3, 5, 6>>;
+  using CU = input<"cols", D, shape<2, 27, 9>>;
+  using IS = input<"i", kiln::i64, shape<6>>;
+  using SS = input<"src", D, shape<6, 3>>;
+  using LS = input<"like", D, shape<4, 3>>;
   const any_tensor x1 = uniform(s, D, dims{2, 3, 11}, -2, 2), w1 = uniform(s, D, dims{4, 3, 3}, -1, 1);
   const any_tensor b4 = uniform(s, D, dims{4}, -1, 1);
   const any_tensor xt = uniform(s, D, dims{2, 3, 4, 5}, -2, 2), wt = uniform(s, D, dims{3, 4, 3, 3}, -1, 1);
@@ -40,6 +49,11 @@ void layer_cases_of(store& s, const std::string& sfx) {
   // which kiln shares among tied extremes and PyTorch gives to the index
   const any_tensor a = uniform(s, D, dims{4, 9}, -3, 3, {1.0, 1.0, -2.0, 2.0, 0.0, nan, 3.0, 3.0});
   const any_tensor ac = uniform(s, D, dims{4, 9}, -3, 3);
+  const any_tensor xc = uniform(s, D, dims{2, 6, 5, 5}, -2, 2), wg = uniform(s, D, dims{9, 2, 3, 3}, -1, 1);
+  const any_tensor b9 = uniform(s, D, dims{9}, -1, 1), wd = uniform(s, D, dims{6, 1, 3, 3}, -1, 1);
+  const any_tensor xu = uniform(s, D, dims{2, 3, 5, 6}, -2, 2), cu = uniform(s, D, dims{2, 27, 9}, -2, 2);
+  const any_tensor is = uniform(s, kiln::i64, dims{6}, 0, 4, {3, 0, 3, 1}), ss = uniform(s, D, dims{6, 3}, -2, 2);
+  const any_tensor ls = uniform(s, D, dims{4, 3}, -1, 1);
 
   record<X1, W1, B4>(s, std::string("conv1d") + sfx, conv1d<1, 1>(X1{}, W1{}, B4{}), {{"x", x1}, {"k", w1}, {"c", b4}});
   record<X1, W1>(s, std::string("conv1d_stride") + sfx, conv1d<2, 0, 2>(X1{}, W1{}, B4{}), {{"x", x1}, {"k", w1}, {"c", b4}});
@@ -47,6 +61,14 @@ void layer_cases_of(store& s, const std::string& sfx) {
                      {{"x", xt}, {"k", wt}, {"c", b4}});
   record<XT, WT>(s, std::string("conv_transpose2d_stride") + sfx, conv_transpose2d<2, 1, 1>(XT{}, WT{}, B4{}),
                  {{"x", xt}, {"k", wt}, {"c", b4}});
+  // groups: unfold and a matmul batched over the groups; one group per channel (depthwise)
+  record<XC, WG, B9>(s, std::string("conv2d_groups") + sfx, conv2d<1, 1, 1, 3>(XC{}, WG{}, B9{}),
+                     {{"x", xc}, {"k", wg}, {"c", b9}});
+  record<XC, WD>(s, std::string("conv2d_depthwise") + sfx, conv2d<2, 1, 1, 6>(XC{}, WD{}), {{"x", xc}, {"k", wd}});
+  record<XU>(s, std::string("unfold") + sfx, unfold<3, 2, 1>(XU{}), {{"x", xu}});
+  record<XU>(s, std::string("unfold_dilated") + sfx, unfold<2, 1, 0, 2>(XU{}), {{"x", xu}});
+  record<CU>(s, std::string("fold") + sfx, fold<5, 6, 3, 2, 1>(CU{}), {{"cols", cu}});
+  record<SS>(s, std::string("scatter_add") + sfx, scatter_add(IS{}, SS{}, LS{}), {{"i", is}, {"src", ss}, {"like", ls}});
   record<XB, G3, B3>(s, std::string("batch_norm") + sfx, batch_norm(XB{}, M3{}, V3{}, G3{}, B3{}),
                      {{"x", xb}, {"m", m3}, {"v", v3}, {"w", g3}, {"c", b3}});
   {

@@ -17,8 +17,11 @@ void nn_cases_of(store& s, const std::string& sfx) {
   using Wb = input<"wb", D, shape<8>>;
   using L = input<"l", D, shape<8, 5>>;
   using Y = input<"y", kiln::i64, shape<8>>;
+  using Cw = input<"cw", D, shape<5>>;
   using P = input<"p", D, shape<2, 3, 4>>;
   using Q = input<"q", D, shape<4, 5>>;
+  using V = input<"v", D, shape<4>>;
+  using U = input<"u", D, shape<3>>;
   using Xc = input<"x", D, shape<2, 3, 6, 6>>;
   using Wc = input<"k", D, shape<4, 3, 3, 3>>;
   using Bc = input<"c", D, shape<4>>;
@@ -32,8 +35,10 @@ void nn_cases_of(store& s, const std::string& sfx) {
   const any_tensor a = uniform(s, D, dims{4, 16}, -3, 3), b = uniform(s, D, dims{4, 16}, -3, 3);
   const any_tensor g1 = uniform(s, D, dims{16}, 0.5, 1.5), b1 = uniform(s, D, dims{16}, -1, 1);
   const any_tensor w = uniform(s, D, dims{8, 16}, -1, 1), wb = uniform(s, D, dims{8}, -1, 1);
-  const any_tensor l = uniform(s, D, dims{8, 5}, -3, 3), y = uniform(s, kiln::i64, dims{8}, 0, 5);
+  const any_tensor l = uniform(s, D, dims{8, 5}, -3, 3), y = uniform(s, kiln::i64, dims{8}, 0, 5, {1, 2, 2, 4, 1, 0});
+  const any_tensor cw = uniform(s, D, dims{5}, 0.2, 2);
   const any_tensor p = uniform(s, D, dims{2, 3, 4}, -2, 2), q = uniform(s, D, dims{4, 5}, -2, 2);
+  const any_tensor v = uniform(s, D, dims{4}, -2, 2), u = uniform(s, D, dims{3}, -2, 2);
   const any_tensor xc = uniform(s, D, dims{2, 3, 6, 6}, -2, 2), wc = uniform(s, D, dims{4, 3, 3, 3}, -1, 1);
   const any_tensor bc = uniform(s, D, dims{4}, -1, 1), t = uniform(s, D, dims{10, 4}, -2, 2);
   const any_tensor i = uniform(s, kiln::i64, dims{6}, 0, 10, {9, 0, 4, 4});
@@ -53,7 +58,20 @@ void nn_cases_of(store& s, const std::string& sfx) {
   record<A, W, Wb>(s, std::string("linear") + sfx, linear(A{}, W{}, Wb{}), {{"a", a}, {"w", w}, {"wb", wb}});
   record<A, B>(s, std::string("mse_loss") + sfx, mse_loss(A{}, B{}), {{"a", a}, {"b", b}});
   record<L>(s, std::string("cross_entropy") + sfx, cross_entropy(L{}, Y{}), {{"l", l}, {"y", y}});
+  // PyTorch's options: ignored rows, label smoothing, a weight per class, the reductions
+  record<L>(s, std::string("cross_entropy_smoothing") + sfx, cross_entropy(L{}, Y{}, {.ignore_index = 2, .label_smoothing = 0.15}),
+            {{"l", l}, {"y", y}});
+  record<L>(s, std::string("cross_entropy_weight_sum") + sfx, cross_entropy<reduction::sum>(L{}, Y{}, Cw{}),
+                {{"l", l}, {"y", y}, {"cw", cw}});
+  record<L>(s, std::string("cross_entropy_none") + sfx,
+            cross_entropy<reduction::none>(L{}, Y{}, Cw{}, {.ignore_index = 1, .label_smoothing = 0.1}),
+            {{"l", l}, {"y", y}, {"cw", cw}});
   record<P, Q>(s, std::string("matmul") + sfx, matmul(P{}, Q{}), {{"p", p}, {"q", q}});
+  // a vector operand: a row on the left, a column on the right, its axis dropped
+  record<V, Q>(s, std::string("matmul_vec_mat") + sfx, matmul(V{}, Q{}), {{"v", v}, {"q", q}});
+  record<P, V>(s, std::string("matmul_mat_vec") + sfx, matmul(P{}, V{}), {{"p", p}, {"v", v}});
+  record<U, P>(s, std::string("matmul_vec_batch") + sfx, matmul(U{}, P{}), {{"u", u}, {"p", p}});
+  record<G, Bt>(s, std::string("matmul_dot") + sfx, matmul(G{}, Bt{}), {{"g1", g1}, {"b1", b1}});
   record<Xc, Wc, Bc>(s, std::string("conv2d") + sfx, conv2d<1, 1>(Xc{}, Wc{}, Bc{}), {{"x", xc}, {"k", wc}, {"c", bc}});
   record<Xc, Wc>(s, std::string("conv2d_stride") + sfx, conv2d<2, 0>(Xc{}, Wc{}), {{"x", xc}, {"k", wc}});
   record<Xc>(s, std::string("max_pool2d") + sfx, max_pool2d<2>(Xc{}), {{"x", xc}});

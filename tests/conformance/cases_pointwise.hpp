@@ -14,6 +14,7 @@ void pointwise_cases_of(store& s, const std::string& sfx) {
   using A = input<"a", D, shape<64>>;
   using B = input<"b", D, shape<64>>;
   using M = input<"m", kiln::boolean, shape<64>>;
+  using N = input<"n", kiln::boolean, shape<64>>;
   using I = input<"i", kiln::i64, shape<64>>;
   // random values in [-3, 3] after the edges, and the clamp bounds' own values
   std::vector<double> edges = float_edges();
@@ -21,6 +22,7 @@ void pointwise_cases_of(store& s, const std::string& sfx) {
   const any_tensor a = uniform(s, D, dims{64}, -3, 3, edges);
   const any_tensor b = uniform(s, D, dims{64}, -2, 2, {0.0, 1.0, -0.0, 0.0});
   const any_tensor m = uniform(s, kiln::boolean, dims{64}, 0, 1);
+  const any_tensor n = uniform(s, kiln::boolean, dims{64}, 0, 1);
   const any_tensor i = uniform(s, kiln::i64, dims{64}, -5, 5);
   const std::vector<std::pair<std::string, any_tensor>> x{{"a", a}};
 
@@ -55,6 +57,9 @@ void pointwise_cases_of(store& s, const std::string& sfx) {
   record<>(s, std::string("logical_xor") + sfx, logical_xor(A{}, B{}), {{"a", a}, {"b", b}});
   record<>(s, std::string("clamp_int") + sfx, clamp(I{}, -2, 3), {{"i", i}});
   record<>(s, std::string("sign_int") + sfx, sign(I{}), {{"i", i}});
+  // bool + bool and bool * bool: logical or and and, as PyTorch's
+  record<>(s, std::string("add_bool") + sfx, M{} + N{}, {{"m", m}, {"n", n}});
+  record<>(s, std::string("mul_bool") + sfx, M{} * N{}, {{"m", m}, {"n", n}});
 }
 
 }  // namespace kc

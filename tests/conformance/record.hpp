@@ -121,5 +121,7 @@ void layer_cases_f32(store& s);
 void layer_cases_f64(store& s);
 void sort_cases_f32(store& s);
 void sort_cases_f64(store& s);
+void scan_cases_f32(store& s);
+void scan_cases_f64(store& s);
 
 }  // namespace kc

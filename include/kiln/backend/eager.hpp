@@ -749,14 +749,16 @@ inline any_tensor run_attention_grad(const node& n, const any_tensor& q, const a
   return out;
 }
 
-inline any_tensor run_cumsum(const node& n, const any_tensor& x) {
-  if (n.axis < 0 || n.axis >= x.rank()) throw shape_error("cumsum", x.shape(), "has no axis " + std::to_string(n.axis));
+/// cumsum and cumprod (n.o) along n.axis.
+inline any_tensor run_scan(const node& n, const any_tensor& x) {
+  const bool product = n.o == op::cumprod;
+  if (n.axis < 0 || n.axis >= x.rank()) throw shape_error(name(n.o), x.shape(), "has no axis " + std::to_string(n.axis));
   any_tensor out(n.dt, x.shape());
   const index_t len = x.shape().e[n.axis];
   const index_t stride = out.numel() == 0 ? 0 : contiguous_strides(x.shape()).e[n.axis];
   visit(n.dt, [&]<dtype D>() {
     if constexpr (D == dtype::boolean || D == dtype::i32) {
-      throw std::logic_error("kiln: eager: cumsum of bool or i32 (capture casts to i64)");
+      throw std::logic_error("kiln: eager: a scan of bool or i32 (capture casts to i64)");
     } else {
       using acc_t = std::conditional_t<is_floating(D), long double, std::uint64_t>;  // (unsigned: i64 wraps)
       index_t k = 0;
@@ -765,11 +767,12 @@ inline any_tensor run_cumsum(const node& n, const any_tensor& x) {
         if (ii[n.axis] != 0) return;  // one line per first element along the axis
         std::array<index_t, max_rank> idx{};
         std::copy(ii, ii + x.rank(), idx.begin());
-        acc_t acc = 0;
+        acc_t acc = product ? 1 : 0;
         for (index_t s = 0; s < len; ++s) {
           const index_t j = n.value != 0 ? len - 1 - s : s;
           idx[static_cast<std::size_t>(n.axis)] = j;
-          acc += static_cast<acc_t>(load<D>(x.bytes(), x.offset_of(idx.data())));
+          const auto v = static_cast<acc_t>(load<D>(x.bytes(), x.offset_of(idx.data())));
+          acc = product ? acc_t(acc * v) : acc_t(acc + v);
           store<D>(out.bytes(), at + j * stride, static_cast<compute_t<D>>(acc));
         }
       });
@@ -966,7 +969,8 @@ inline any_tensor run_node(const node& n, const any_tensor* in) {
         case op::scatter_add: return run_scatter_add(n, in[0], in[1], in[2].shape());
         case op::unfold: return run_unfold(n, in[0]);
         case op::fold: return run_fold(n, in[0]);
-        case op::cumsum: return run_cumsum(n, in[0]);
+        case op::cumsum:
+        case op::cumprod: return run_scan(n, in[0]);
         case op::argsort: return run_argsort(n, in[0]);
         case op::attention: return run_attention(n, in[0], in[1], in[2], in[3]);
         case op::attention_grad: return run_attention_grad(n, in[0], in[1], in[2], in[3]);

@@ -207,6 +207,7 @@ KILN_RUNTIME std::string debug::node_line(const node& n, int i) {
   }
   if (n.o == op::rand) s += " stream=" + std::to_string(n.axes);
   if (n.o == op::cumsum) s += " axis=" + std::to_string(n.axis) + (n.value != 0 ? " reverse" : "");
+  if (n.o == op::cumprod) s += " axis=" + std::to_string(n.axis);
   if (n.o == op::argsort) s += " axis=" + std::to_string(n.axis) + (n.value != 0 ? " descending" : "");
   return s;
 }

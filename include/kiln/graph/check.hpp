@@ -32,7 +32,7 @@ KILN_ERROR_TYPE(shapes_do_not_broadcast, op Op KILN_COMMA class A KILN_COMMA cla
                 "operand shapes cannot be broadcast together");
 KILN_ERROR_TYPE(cannot_broadcast_to, class From KILN_COMMA class To, "shape cannot be broadcast to the target shape");
 KILN_ERROR_TYPE(matmul_shapes_do_not_match, class A KILN_COMMA class B,
-                "matmul needs [..., m, k] x [..., k, n] with broadcastable batch extents");
+                "matmul needs [..., m, k] x [..., k, n] with broadcastable batch extents (a vector [k]: a row on the left, a column on the right)");
 KILN_ERROR_TYPE(matmul_dtypes_differ, dtype A KILN_COMMA dtype B,
                 "matmul needs operands of one dtype, as PyTorch does: cast one with kiln::cast<dtype>(x)");
 KILN_ERROR_TYPE(reshape_element_counts_differ, class From KILN_COMMA class To,

@@ -409,7 +409,9 @@ template <op O, class A, class B>
 constexpr auto binary_exprs(const A& a, const B& b) {
   constexpr dtype p = promote(A::dt, B::dt);
   constexpr dtype d = O == op::div || is_float_binary(O) ? float_result(p) : p;
-  constexpr bool dtype_ok = (d != dtype::boolean || accepts_bool(O)) && (is_floating(d) || !float_only(O));
+  // bool + bool and bool * bool are logical or and and, as PyTorch's add and mul of bools
+  constexpr op o = d != dtype::boolean ? O : O == op::add ? op::max : O == op::mul ? op::min : O;
+  constexpr bool dtype_ok = (d != dtype::boolean || accepts_bool(o)) && (is_floating(d) || !float_only(O));
   constexpr bool shape_ok = broadcast(A::shape, B::shape).ok;
   (void)error::dtype_not_supported<O, d, dtype_ok>::value;
   (void)error::shapes_do_not_broadcast<O, as_shape<A::shape>, as_shape<B::shape>, shape_ok>::value;
@@ -418,7 +420,7 @@ constexpr auto binary_exprs(const A& a, const B& b) {
   } else {
     auto ca = to_dtype<d>(a);
     auto cb = to_dtype<d>(b);
-    return ex::build<ex::binary<O, decltype(ca), decltype(cb)>>(ca, cb);
+    return ex::build<ex::binary<o, decltype(ca), decltype(cb)>>(ca, cb);
   }
 }
 
@@ -640,25 +642,55 @@ KILN_REDUCTION(var, op::var)  ///< unbiased variance (correction 1), as torch.va
 
 // ---- contraction ------------------------------------------------------------------------------
 
-/// Batched matrix product [..., m, k] x [..., k, n] -> [..., m, n]; batch extents broadcast.
+namespace detail {
+/// matmul's operand shape with torch.matmul's rule for a vector: [k] is a matrix [1, k] on the
+/// left (Left), [k, 1] on the right.
+constexpr dims as_matrix(const dims& s, bool left) {
+  if (s.poisoned() || s.rank != 1) return s;
+  return left ? dims{1, s.e[0]} : dims{s.e[0], 1};
+}
+/// The product's shape without the unit axes that vector operands added.
+constexpr dims drop_vector_axes(dims r, bool a_vector, bool b_vector) {
+  if (b_vector) --r.rank;
+  if (a_vector) {
+    r.e[r.rank - 2 >= 0 ? r.rank - 2 : 0] = r.e[r.rank - 1];
+    --r.rank;
+  }
+  return r;
+}
+template <dims S, class E>
+constexpr auto reshaped(const E& e) {
+  if constexpr (E::shape == S) return e;
+  else return ex::build<ex::reshape<as_shape<S>, E>>(e);
+}
+}  // namespace detail
+
+/// Batched matrix product [..., m, k] x [..., k, n] -> [..., m, n]; batch extents broadcast. As
+/// torch.matmul, a vector operand [k] is a row (on the left) or a column (on the right) whose
+/// axis the result drops: a vector times a vector is their dot product (rank 0).
 template <tensor_operand A, tensor_operand B>
 constexpr auto matmul(const A& a, const B& b) {
   using EA = decltype(as_expr(a));
   using EB = decltype(as_expr(b));
   constexpr dtype d = promote(EA::dt, EB::dt);
+  constexpr dims ma = detail::as_matrix(EA::shape, true), mb = detail::as_matrix(EB::shape, false);
   // no silent promotion: an operand that was already an error reports nothing more
   constexpr bool same = EA::dt == EB::dt || EA::shape.poisoned() || EB::shape.poisoned();
-  constexpr bool ok = same && d != dtype::boolean && matmul_shape(EA::shape, EB::shape).ok;
+  constexpr bool ok = same && d != dtype::boolean && matmul_shape(ma, mb).ok;
   (void)error::matmul_dtypes_differ<EA::dt, EB::dt, same>::value;
   (void)error::dtype_not_supported<op::matmul, d, !same || d != dtype::boolean>::value;
-  (void)error::matmul_shapes_do_not_match<as_shape<EA::shape>, as_shape<EB::shape>,
-                                          matmul_shape(EA::shape, EB::shape).ok>::value;
+  (void)error::matmul_shapes_do_not_match<as_shape<EA::shape>, as_shape<EB::shape>, matmul_shape(ma, mb).ok>::value;
   if constexpr (!ok) {
     return ex::invalid<d>{};
   } else {
-    auto ca = to_dtype<d>(as_expr(a));
-    auto cb = to_dtype<d>(as_expr(b));
-    return ex::build<ex::matmul<decltype(ca), decltype(cb)>>(ca, cb);
+    auto ca = detail::reshaped<ma>(to_dtype<d>(as_expr(a)));
+    auto cb = detail::reshaped<mb>(to_dtype<d>(as_expr(b)));
+    const auto m = ex::build<ex::matmul<decltype(ca), decltype(cb)>>(ca, cb);
+    constexpr bool vector = EA::shape.rank == 1 || EB::shape.rank == 1;
+    constexpr dims r = detail::drop_vector_axes(decltype(m)::shape, EA::shape.rank == 1, EB::shape.rank == 1);
+    static_assert(!vector || reshape_shape(decltype(m)::shape, r).ok,
+                  "kiln::matmul: a vector times a batch with more than one dyn extent (reshape the batch first)");
+    return detail::reshaped<r>(m);
   }
 }
 

@@ -138,7 +138,7 @@ constexpr auto arange_like(const X& x) {
 template <index_t N>
 constexpr auto arange() {
   static_assert(N >= 0, "kiln::arange: the length must not be negative");
-  return arange_like<0>(broadcast_to<N>(make_scalar<dtype::i64>(0)));
+  return arange_like<0>(broadcast_to<N>(detail::k<dtype::i64, 0>));
 }
 /// torch.eye(N, M): ones on the diagonal of an [N, M] matrix, zeros elsewhere (f32 by default).
 template <index_t N, index_t M = N, dtype D = dtype::f32>
@@ -203,27 +203,31 @@ constexpr auto ones_like(const X& x) {
 /// (x itself where u rounds to 1), e^x - 1 elsewhere, where it loses at most a bit.
 template <tensor_operand X>
 constexpr auto expm1(const X& x) {
+  constexpr dtype d = detail::float_of<X>;
+  const auto one = detail::k<d, 1>;
   const auto f = detail::as_float(x);
-  const auto small = lt(abs(f), 0.5);
-  const auto xs = where(small, f, 0);  // the branch not taken stays finite
+  const auto small = lt(abs(f), detail::k<d, 1, 2>);
+  const auto xs = where(small, f, detail::k<d, 0>);  // the branch not taken stays finite
   const auto u = exp(xs);
-  const auto at_one = eq(u, 1);
-  const auto den = where(at_one, 1, log(u));
-  const auto near = where(at_one, xs, (u - 1) * (xs / den));
-  return where(small, near, exp(f) - 1);
+  const auto at_one = eq(u, one);
+  const auto den = where(at_one, one, log(u));
+  const auto near = where(at_one, xs, (u - one) * (xs / den));
+  return where(small, near, exp(f) - one);
 }
 /// log(1 + x), accurate near 0 (torch.log1p): Goldberg's log(u) x / (u - 1), u = 1 + x, for
 /// |x| < 1/2 (x itself where u rounds to 1), log(1 + x) elsewhere.
 template <tensor_operand X>
 constexpr auto log1p(const X& x) {
+  constexpr dtype d = detail::float_of<X>;
+  const auto one = detail::k<d, 1>;
   const auto f = detail::as_float(x);
-  const auto small = lt(abs(f), 0.5);
-  const auto xs = where(small, f, 0);
-  const auto u = xs + 1;
-  const auto at_one = eq(u, 1);
-  const auto den = where(at_one, 1, u - 1);
+  const auto small = lt(abs(f), detail::k<d, 1, 2>);
+  const auto xs = where(small, f, detail::k<d, 0>);
+  const auto u = xs + one;
+  const auto at_one = eq(u, one);
+  const auto den = where(at_one, one, u - one);
   const auto near = where(at_one, xs, log(u) * (xs / den));
-  return where(small, near, log(f + 1));
+  return where(small, near, log(f + one));
 }
 /// log2 and log10 (torch.log2, torch.log10): log x times the constant.
 template <tensor_operand X>
@@ -249,21 +253,26 @@ constexpr auto tan(const X& x) {
 /// h = e^(|x|/2), so that results up to the largest float do not overflow on the way.
 template <tensor_operand X>
 constexpr auto sinh(const X& x) {
+  constexpr dtype d = detail::float_of<X>;
+  const auto half = detail::k<d, 1, 2>;
   const auto f = detail::as_float(x);
-  const auto small = le(abs(f), 20);
-  const auto xs = where(small, f, 0);
-  const auto h = exp(abs(f) * 0.5);
+  const auto small = le(abs(f), detail::k<d, 20>);
+  const auto xs = where(small, f, detail::k<d, 0>);
+  const auto h = exp(abs(f) * half);
   // the sign as a factor: a `where` between -big and big would send the branch not taken a zero
   // cotangent against big's infinite derivative (0 * inf) once big overflows
-  return where(small, (expm1(xs) - expm1(-xs)) * 0.5, h * (h * 0.5) * where(lt(f, 0), -1, 1));
+  return where(small, (expm1(xs) - expm1(-xs)) * half,
+               h * (h * half) * where(lt(f, detail::k<d, 0>), detail::k<d, -1>, detail::k<d, 1>));
 }
 template <tensor_operand X>
 constexpr auto cosh(const X& x) {
+  constexpr dtype d = detail::float_of<X>;
+  const auto half = detail::k<d, 1, 2>;
   const auto f = detail::as_float(x);
-  const auto small = le(abs(f), 20);
-  const auto xs = where(small, f, 0);
-  const auto h = exp(abs(f) * 0.5);
-  return where(small, (exp(xs) + exp(-xs)) * 0.5, h * (h * 0.5));
+  const auto small = le(abs(f), detail::k<d, 20>);
+  const auto xs = where(small, f, detail::k<d, 0>);
+  const auto h = exp(abs(f) * half);
+  return where(small, (exp(xs) + exp(-xs)) * half, h * (h * half));
 }
 /// x^2 (torch.square).
 template <tensor_operand X>
@@ -276,7 +285,7 @@ template <tensor_operand X>
 constexpr auto sign(const X& x) {
   constexpr dtype d = detail::expr_t<X>::dt;
   const auto e = as_expr(x);
-  return where(gt(e, 0), make_scalar<d>(1), where(lt(e, 0), make_scalar<d>(-1), make_scalar<d>(0)));
+  return where(gt(e, detail::k<d, 0>), detail::k<d, 1>, where(lt(e, detail::k<d, 0>), detail::k<d, -1>, detail::k<d, 0>));
 }
 /// torch.clamp(x, lo, hi) = min(max(x, lo), hi): NaN stays NaN, hi wins where lo > hi, and
 /// the gradient passes where lo <= x <= hi (not at NaN), as PyTorch's.
@@ -311,7 +320,8 @@ constexpr auto remainder(const A& a, const B& b) {
   const auto r = fmod(a, b);
   constexpr dtype d = std::remove_cvref_t<decltype(r)>::dt;
   const auto bb = detail::operand_as<d>(b);
-  const auto fix = min(ne(r, 0), ne(lt(bb, 0), lt(r, 0)));
+  const auto zero = detail::k<d, 0>;
+  const auto fix = min(ne(r, zero), ne(lt(bb, zero), lt(r, zero)));
   return where(fix, r + bb, r);
 }
 /// torch.floor_divide (floats): a / b rounded toward -inf, computed as PyTorch does, from the
@@ -326,14 +336,16 @@ constexpr auto floor_divide(const A& a, const B& b) {
   constexpr dtype d = std::remove_cvref_t<decltype(m)>::dt;
   const auto aa = detail::operand_as<d>(a);
   const auto bb = detail::operand_as<d>(b);
-  const auto fix = min(ne(m, 0), ne(lt(bb, 0), lt(m, 0)));
+  const auto zero = detail::k<d, 0>;
+  const auto one = detail::k<d, 1>;
+  const auto fix = min(ne(m, zero), ne(lt(bb, zero), lt(m, zero)));
   const auto exact = (aa - m) / bb;
-  const auto q = where(fix, exact - 1, exact);
+  const auto q = where(fix, exact - one, exact);
   const auto f = floor(q);
-  const auto nearest = where(gt(q - f, 0.5), f + 1, f);
+  const auto nearest = where(gt(q - f, detail::k<d, 1, 2>), f + one, f);
   const auto quotient = aa / bb;
-  const auto zero = where(lt(quotient, 0), make_scalar<d>(-0.0), make_scalar<d>(0.0));
-  return detach(where(eq(bb, 0), quotient, where(ne(q, 0), nearest, zero)));
+  const auto signed_zero = where(lt(quotient, zero), detail::lit<d, detail::bits(-0.0)>, zero);
+  return detach(where(eq(bb, zero), quotient, where(ne(q, zero), nearest, signed_zero)));
 }
 /// torch.nn.functional.hardtanh: clamp to [lo, hi], with the gradient passing strictly inside.
 template <tensor_operand X>
@@ -355,8 +367,9 @@ constexpr auto leaky_relu(const X& x, double slope = 0.01) {
 template <tensor_operand X>
 constexpr auto elu(const X& x, double alpha = 1) {
   const auto f = detail::as_float(x);
-  const auto pos = gt(f, 0);
-  return where(pos, f, expm1(where(pos, 0, f)) * alpha);
+  constexpr dtype d = detail::float_of<X>;
+  const auto pos = gt(f, detail::k<d, 0>);
+  return where(pos, f, expm1(where(pos, detail::k<d, 0>, f)) * alpha);
 }
 /// torch.nn.functional.mish: x tanh(softplus(x)).
 template <tensor_operand X>
@@ -373,13 +386,15 @@ constexpr auto isnan(const X& x) {
 template <tensor_operand X>
 constexpr auto isinf(const X& x) {
   const auto e = as_expr(x);
-  if constexpr (is_floating(decltype(e)::dt)) return eq(abs(e), detail::inf);
+  constexpr dtype d = decltype(e)::dt;
+  if constexpr (is_floating(d)) return eq(abs(e), detail::lit<d, detail::bits(detail::inf)>);
   else return ne(e, e);
 }
 template <tensor_operand X>
 constexpr auto isfinite(const X& x) {
   const auto e = as_expr(x);
-  if constexpr (is_floating(decltype(e)::dt)) return lt(abs(e), detail::inf);
+  constexpr dtype d = decltype(e)::dt;
+  if constexpr (is_floating(d)) return lt(abs(e), detail::lit<d, detail::bits(detail::inf)>);
   else return eq(e, e);
 }
 /// torch.nan_to_num: NaN to `nan`, +inf to `posinf` and -inf to `neginf` (by default the
@@ -430,7 +445,7 @@ constexpr auto logsumexp_impl(const X& x) {
   const auto f = as_float(x);
   // the maximum only shifts the exponents: no gradient through it (it would cancel)
   const auto m = detach(amax<Ax...>(f, keepdim));
-  const auto shift = where(isinf(m), 0, m);  // all -inf (or an inf): no inf - inf
+  const auto shift = where(isinf(m), k<float_of<X>, 0>, m);  // all -inf (or an inf): no inf - inf
   const auto r = log(sum<Ax...>(exp(f - shift), keepdim)) + shift;
   if constexpr (Keep) return r;
   else return sum<Ax...>(r);  // drops the reduced axes (each of extent 1)
@@ -525,17 +540,77 @@ constexpr auto argmin(const X& x) {
 
 // ---- scans ----------------------------------------------------------------------------------------
 
+namespace detail {
+/// A running sum or product (O) along Axis: floats in their dtype, bool and integers as i64.
+template <op O, int Axis, class X>
+constexpr auto scan(const X& x) {
+  using E = expr_t<X>;
+  constexpr int r = E::shape.rank;
+  static_assert(E::shape.poisoned() || (r > 0 && axes_valid<Axis>(r)), "kiln::cumsum/cumprod: axis out of range");
+  constexpr dtype d = is_floating(E::dt) ? E::dt : dtype::i64;
+  const auto c = to_dtype<d>(as_expr(x));
+  return ex::build<ex::along_axis<O, d, normal_axis(Axis, r), false, std::remove_cvref_t<decltype(c)>>>(c);
+}
+}  // namespace detail
 /// torch.cumsum(x, Axis): running sums along Axis, a kernel of its own (op::cumsum), floats
 /// accumulated in double; bool and integers sum as i64, as in PyTorch. Its gradient is the
 /// cotangent's running sums from the other end.
 template <int Axis, tensor_operand X>
 constexpr auto cumsum(const X& x) {
-  using E = detail::expr_t<X>;
+  return detail::scan<op::cumsum, Axis>(x);
+}
+/// torch.cumprod(x, Axis): running products along Axis, a kernel of its own (op::cumprod),
+/// accumulated as cumsum's; bool and integers as i64. Its gradient is PyTorch's, zeros included.
+template <int Axis, tensor_operand X>
+constexpr auto cumprod(const X& x) {
+  return detail::scan<op::cumprod, Axis>(x);
+}
+namespace detail {
+template <int Axis, bool Keep, class X>
+constexpr auto prod_along(const X& x) {
+  using E = expr_t<X>;
   constexpr int r = E::shape.rank;
-  static_assert(E::shape.poisoned() || (r > 0 && detail::axes_valid<Axis>(r)), "kiln::cumsum: axis out of range");
-  constexpr dtype d = is_floating(E::dt) ? E::dt : dtype::i64;
-  const auto c = to_dtype<d>(as_expr(x));
-  return ex::build<ex::along_axis<op::cumsum, d, detail::normal_axis(Axis, r), false, std::remove_cvref_t<decltype(c)>>>(c);
+  static_assert(E::shape.poisoned() || (r > 0 && axes_valid<Axis>(r)), "kiln::prod: axis out of range");
+  constexpr int a = normal_axis(Axis, r);
+  constexpr index_t n = E::shape.e[a];
+  static_assert(n != dyn, "kiln::prod: the extent along the axis must be static");
+  if constexpr (n == 0) {
+    if constexpr (Keep) return full_like(sum<a>(cumprod<a>(x), keepdim), 1);  // the empty product
+    else return full_like(sum<a>(cumprod<a>(x)), 1);
+  } else {
+    // the last running product, its gradient cumprod's (zeros as PyTorch's)
+    const auto last = slice<a, n - 1, n>(cumprod<a>(x));
+    if constexpr (Keep) {
+      return last;
+    } else {
+      // without the axis: a reshape (a sum would turn -0 into +0)
+      constexpr dims s = [] {
+        dims d = E::shape;
+        for (int i = a; i + 1 < d.rank; ++i) d.e[i] = d.e[i + 1];
+        --d.rank;
+        return d;
+      }();
+      return reshape_dims<s>(last);
+    }
+  }
+}
+}  // namespace detail
+/// torch.prod(x, Axis[, keepdim]) and torch.prod(x) (all elements): the last running product of
+/// cumprod, so accumulated in double for floats, i64 for bool and integers; the extent along
+/// the axis must be static.
+template <int Axis, tensor_operand X>
+constexpr auto prod(const X& x) {
+  return detail::prod_along<Axis, false>(x);
+}
+template <int Axis, tensor_operand X>
+constexpr auto prod(const X& x, keepdim_t) {
+  return detail::prod_along<Axis, true>(x);
+}
+template <tensor_operand X>
+constexpr auto prod(const X& x) {
+  using E = detail::expr_t<X>;
+  static_assert(E::shape.poisoned() || E::shape.is_static(), "kiln::prod: static extents");
+  return detail::prod_along<0, false>(detail::reshape_dims<dims{E::shape.numel()}>(x));
 }
 
 /// torch.argsort(x, Axis, descending, stable=True): the indices (i64) that sort x along Axis,
@@ -1106,6 +1181,68 @@ constexpr auto nll_loss(const L& logp, const Y& target, std::int64_t ignore_inde
   const auto kept = ne(target, ignore_index);
   const auto total = sum(where(pick, as_expr(logp), 0));
   return -(total / sum(cast<EL::dt>(kept)));
+}
+/// How a loss reduces its per-row values (PyTorch's `reduction=`): their mean (weighted, where
+/// the loss has weights), their sum, or none (a value per row).
+enum class reduction { mean, sum, none };
+/// cross_entropy's options beyond the defaults (PyTorch's arguments of the same names).
+struct cross_entropy_options {
+  std::int64_t ignore_index = -100;  ///< rows with this label count nowhere
+  double label_smoothing = 0;        ///< the target mixes in this much of the uniform distribution
+};
+namespace detail {
+/// torch.nn.functional.cross_entropy(logits, labels, weight, ignore_index, reduction,
+/// label_smoothing) as PyTorch computes it: from log_softmax, (1 - e) nll + e / C smooth, where
+/// nll_i = -w[y_i] logp[i, y_i] and smooth_i = -sum_c w[c] logp[i, c], both 0 on ignored rows;
+/// the mean divides both sums by the kept rows' sum of w[y_i] (their count without weights).
+template <reduction R, bool Weighted, class L, class Y, class W>
+constexpr auto cross_entropy_with(const L& logits, const Y& labels, const W& weight, cross_entropy_options o) {
+  using EL = expr_t<L>;
+  using EY = expr_t<Y>;
+  static_assert(EL::shape.rank == 2 && EY::shape.rank == 1, "kiln::cross_entropy: logits [N, C] and labels [N]");
+  static_assert(is_integral(EY::dt) && EY::dt != dtype::boolean, "kiln::cross_entropy: the labels must be integers");
+  constexpr index_t classes = EL::shape.e[1];
+  static_assert(classes != dyn, "kiln::cross_entropy: the number of classes must be static");
+  const auto logp = log_softmax<1>(as_float(logits));
+  constexpr dtype d = decltype(logp)::dt;
+  const auto zero = k<d, 0>;
+  const auto pick = eq(arange_like<1>(logp), reshape_dims<dims{EY::shape.e[0], 1}>(labels));  // [N, C]
+  const auto kept = ne(labels, o.ignore_index);                                                 // [N]
+  const auto [w_label, smooth] = [&] {
+    if constexpr (Weighted) {
+      using EW = expr_t<W>;
+      static_assert(EW::shape.rank == 1 && EW::shape.e[0] == classes,
+                    "kiln::cross_entropy: the weights must be a vector [C], a weight per class");
+      const auto w = reshape_dims<dims{1, classes}>(to_dtype<d>(as_expr(weight)));
+      return std::pair{where(kept, sum<1>(where(pick, w, zero)), zero), -sum<1>(logp * w)};
+    } else {
+      return std::pair{cast<d>(kept), -sum<1>(logp)};
+    }
+  }();
+  const auto nll = where(kept, -sum<1>(where(pick, logp, zero)), zero) * w_label;
+  const auto smooth_kept = where(kept, smooth, zero);
+  const double e = o.label_smoothing;
+  if constexpr (R == reduction::none) {
+    return nll * (1 - e) + smooth_kept * (e / static_cast<double>(classes));
+  } else if constexpr (R == reduction::sum) {
+    return sum(nll) * (1 - e) + sum(smooth_kept) * (e / static_cast<double>(classes));
+  } else {
+    const auto total = sum(w_label);
+    return (sum(nll) * (1 - e) + sum(smooth_kept) * (e / static_cast<double>(classes))) / total;
+  }
+}
+}  // namespace detail
+/// cross_entropy with PyTorch's options: `cross_entropy<reduction::sum>(logits, labels,
+/// {.ignore_index = 0, .label_smoothing = 0.1})`, and with a weight per class
+/// `cross_entropy(logits, labels, weight[, options])`. (Without options, the fused
+/// cross_entropy(logits, labels) of graph/expr.hpp.)
+template <reduction R = reduction::mean, tensor_operand L, tensor_operand Y>
+constexpr auto cross_entropy(const L& logits, const Y& labels, cross_entropy_options o) {
+  return detail::cross_entropy_with<R, false>(logits, labels, 0, o);
+}
+template <reduction R = reduction::mean, tensor_operand L, tensor_operand Y, tensor_operand W>
+constexpr auto cross_entropy(const L& logits, const Y& labels, const W& weight, cross_entropy_options o = {}) {
+  return detail::cross_entropy_with<R, true>(logits, labels, weight, o);
 }
 /// RMSNorm over the last axis (torch.nn.functional.rms_norm, PyTorch 2.4): x / sqrt(mean(x^2) +
 /// eps) * weight; eps by default the dtype's epsilon, as PyTorch's.

@@ -156,12 +156,12 @@ enum class interpolation { nearest, bilinear };
 
 namespace detail {
 /// in / out in dtype D's arithmetic: PyTorch's scale from input to output positions when the
-/// output's size is given.
-template <dtype D>
-constexpr auto resize_scale(index_t in, index_t out) {
-  return make_scalar<D>(D == dtype::f64 ? static_cast<double>(in) / static_cast<double>(out)
-                                        : static_cast<double>(static_cast<float>(in) / static_cast<float>(out)));
-}
+/// output's size is given (a compile-time constant: the index arithmetic below is pure, traced
+/// once).
+template <dtype D, index_t In, index_t Out>
+inline constexpr auto resize_scale =
+    lit<D, bits(D == dtype::f64 ? static_cast<double>(In) / static_cast<double>(Out)
+                                : static_cast<double>(static_cast<float>(In) / static_cast<float>(Out)))>;
 /// Nearest: source index min(floor(i * (in / out)), in - 1), the scale and product in x's float
 /// dtype, as PyTorch computes them (i / 2 when out = 2 in).
 template <int Axis, index_t Out, class X>
@@ -171,8 +171,7 @@ constexpr auto nearest_along(const X& x) {
   static_assert(in != dyn && in > 0 && Out > 0, "kiln::interpolate: static, positive spatial extents");
   constexpr dtype d = E::dt;
   const auto i = cast<d>(arange<Out>());
-  const auto scale = resize_scale<d>(in, Out);
-  const auto src = min(cast<dtype::i64>(floor(i * scale)), in - 1);
+  const auto src = min(cast<dtype::i64>(floor(i * resize_scale<d, in, Out>)), k<dtype::i64, in - 1>);
   return index_select<Axis>(x, src);
 }
 /// Bilinear along one axis (align_corners=False): source s = max(scale (i + 1/2) - 1/2, 0),
@@ -184,14 +183,14 @@ constexpr auto linear_along(const X& x) {
   constexpr index_t in = E::shape.e[Axis];
   static_assert(in != dyn && in > 0 && Out > 0, "kiln::interpolate: static, positive spatial extents");
   constexpr dtype d = E::dt;
+  const auto half = k<d, 1, 2>;
   const auto i = cast<d>(arange<Out>());
-  const auto scale = resize_scale<d>(in, Out);
-  const auto raw = scale * (i + 0.5) - 0.5;
-  const auto src = where(lt(raw, 0), make_scalar<d>(0), raw);
+  const auto raw = resize_scale<d, in, Out> * (i + half) - half;
+  const auto src = where(lt(raw, k<d, 0>), k<d, 0>, raw);
   const auto i0 = cast<dtype::i64>(floor(src));
-  const auto i1 = min(i0 + 1, in - 1);
+  const auto i1 = min(i0 + k<dtype::i64, 1>, k<dtype::i64, in - 1>);
   const auto w1 = src - floor(src);
-  const auto w0 = 1.0 - w1;
+  const auto w0 = k<d, 1> - w1;
   const auto a = index_select<Axis>(x, i0) * reshape_dims<unit_but(r, Axis, Out)>(w0);
   return a + index_select<Axis>(x, i1) * reshape_dims<unit_but(r, Axis, Out)>(w1);
 }

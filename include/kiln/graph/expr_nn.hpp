@@ -93,6 +93,16 @@ struct literal : leaf_base<0, 0> {
 }  // namespace ex
 
 namespace detail {
+/// The constant v in dtype D as an ex::literal (lit<D, bits(v)>; k<D, Num, Den> for Num / Den).
+/// kiln's own formulas write their constants so: a subexpression of placeholders and literals is
+/// pure and traced once however often the formula uses it, where a C++ scalar, a run-time leaf,
+/// makes every use a copy of it (sinh was 286 nodes, bilinear interpolation 508).
+constexpr std::uint64_t bits(double v) { return std::bit_cast<std::uint64_t>(v); }
+template <dtype D, std::uint64_t Bits>
+inline constexpr ex::literal<D, Bits> lit{};
+template <dtype D, std::int64_t Num, std::int64_t Den = 1>
+inline constexpr ex::literal<D, bits(static_cast<double>(Num) / static_cast<double>(Den))> k{};
+
 /// layer_norm(x, gamma, beta, eps) with eps a literal (the bits of a double), not a run-time
 /// scalar: the expression stays pure, so tracing shares it wherever it is used (nn::layer_norm).
 template <std::uint64_t EpsBits, tensor_operand X, tensor_operand G, tensor_operand B>
@@ -219,19 +229,62 @@ constexpr auto conv2d_node(const X& x, const Wt& w, const B& b) {
 }
 }  // namespace detail
 
-/// conv2d<Stride, Padding, Dilation>(x, weight, bias), as torch.nn.functional.conv2d (one
-/// group): x [n, c, h, w], weight [out, c, kh, kw], bias [out] -> [n, out, ho, wo].
-template <index_t Stride = 1, index_t Padding = 0, index_t Dilation = 1, tensor_operand X, tensor_operand Wt,
-          tensor_operand B>
+namespace detail {
+/// conv2d with Groups > 1 (torch.nn.functional.conv2d's `groups`): x [n, c, h, w], weight
+/// [out, c / Groups, kh, kw]. The columns of unfold hold each group's channels together (rows
+/// ordered channel, ky, kx), so the convolution is one matmul batched over the groups:
+/// [Groups, out / Groups, k] x [n, Groups, k, ho wo].
+template <index_t Stride, index_t Padding, index_t Dilation, index_t Groups, bool HasBias, class X, class Wt, class B>
+constexpr auto grouped_conv2d(const X& x, const Wt& w, const B& b) {
+  using EX = decltype(as_expr(x));
+  using EW = decltype(as_expr(w));
+  using EB = decltype(as_expr(b));
+  constexpr dims xs = EX::shape, ws = EW::shape, bs = EB::shape;
+  constexpr dtype d = float_result(promote(promote(EX::dt, EW::dt), EB::dt));
+  static_assert(Groups > 0, "kiln::conv2d: the number of groups must be positive");
+  constexpr bool match_ok = ws.rank == 4 && ws.e[0] > 0 && ws.e[1] > 0 && ws.e[2] > 0 && ws.e[3] > 0 &&
+                            xs.rank == 4 && xs.e[1] > 0 && ws.e[0] % Groups == 0 && ws.e[1] * Groups == xs.e[1] &&
+                            (HasBias ? bs.rank == 1 && extents_compatible(bs.e[0], ws.e[0]) : bs.rank == 0);
+  static_assert(match_ok, "kiln::conv2d: with groups, x [n, c, h, w], weight [out, c / groups, kh, kw] and bias "
+                          "[out], out and c divisible by the groups (the shapes are in the instantiation below)");
+  constexpr window2d win{match_ok ? ws.e[2] : 1, match_ok ? ws.e[3] : 1, Stride, Stride, Padding, Padding,
+                         Dilation, Dilation};
+  constexpr bool fit_ok = !match_ok || unfold_shape(xs, win).ok;
+  (void)error::window_does_not_fit<op::conv2d, as_shape<xs>, window_args<win.kh, Stride, Padding, Dilation>, fit_ok>::value;
+  if constexpr (!(match_ok && fit_ok)) {
+    return ex::invalid<d>{};
+  } else {
+    constexpr index_t per_group = ws.e[1] * ws.e[2] * ws.e[3], out_per_group = ws.e[0] / Groups;
+    constexpr index_t ho = window_positions(xs.e[2], win.kh, win.sh, win.ph, win.dh);
+    constexpr index_t wo = window_positions(xs.e[3], win.kw, win.sw, win.pw, win.dw);
+    const auto cols = unfold_node<op::conv2d, win, false>(to_dtype<d>(as_expr(x)));  // [n, c k, ho wo]
+    const auto by_group = reshaped<dims{xs.e[0], Groups, per_group, ho * wo}>(cols);
+    const auto weights = reshaped<dims{Groups, out_per_group, per_group}>(to_dtype<d>(as_expr(w)));
+    const auto y = reshaped<dims{xs.e[0], ws.e[0], ho, wo}>(matmul(weights, by_group));
+    if constexpr (HasBias) return y + reshaped<dims{1, ws.e[0], 1, 1}>(to_dtype<d>(as_expr(b)));
+    else return y;
+  }
+}
+}  // namespace detail
+
+/// conv2d<Stride, Padding, Dilation, Groups>(x, weight, bias), as torch.nn.functional.conv2d:
+/// x [n, c, h, w], weight [out, c / Groups, kh, kw], bias [out] -> [n, out, ho, wo]. One group
+/// is a node of its own (a kernel of the backend); more are unfold and a batched matmul.
+template <index_t Stride = 1, index_t Padding = 0, index_t Dilation = 1, index_t Groups = 1, tensor_operand X,
+          tensor_operand Wt, tensor_operand B>
 constexpr auto conv2d(const X& x, const Wt& weight, const B& bias) {
-  return detail::conv2d_node<Stride, Padding, Dilation, true>(x, weight, bias);
+  if constexpr (Groups == 1) return detail::conv2d_node<Stride, Padding, Dilation, true>(x, weight, bias);
+  else return detail::grouped_conv2d<Stride, Padding, Dilation, Groups, true>(x, weight, bias);
 }
 /// conv2d without a bias (its graph node carries a rank-0 operand in the bias's place, which
 /// means none).
-template <index_t Stride = 1, index_t Padding = 0, index_t Dilation = 1, tensor_operand X, tensor_operand Wt>
+template <index_t Stride = 1, index_t Padding = 0, index_t Dilation = 1, index_t Groups = 1, tensor_operand X,
+          tensor_operand Wt>
 constexpr auto conv2d(const X& x, const Wt& weight) {
   using EW = decltype(as_expr(weight));
-  return detail::conv2d_node<Stride, Padding, Dilation, false>(x, weight, ex::literal<float_result(EW::dt), 0>{});
+  const auto none = ex::literal<float_result(EW::dt), 0>{};
+  if constexpr (Groups == 1) return detail::conv2d_node<Stride, Padding, Dilation, false>(x, weight, none);
+  else return detail::grouped_conv2d<Stride, Padding, Dilation, Groups, false>(x, weight, none);
 }
 
 /// max_pool2d<Kernel, Stride = Kernel, Padding = 0>(x): the maximum of each window, padding

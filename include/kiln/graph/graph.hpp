@@ -252,8 +252,9 @@ constexpr inferred infer(const node& x, In in) {
                       "scatter_add shapes do not match");
         case op::unfold: return from(in(0).dt, unfold_shape(in(0).shape, window_of(x)), "unfold window does not fit");
         case op::cumsum:
-          if (x.axis < 0 || x.axis >= in(0).shape.rank) return fail("cumsum axis out of range");
-          if (in(0).dt == dtype::boolean || in(0).dt == dtype::i32) return fail("cumsum of bool or i32 (capture casts to i64)");
+        case op::cumprod:
+          if (x.axis < 0 || x.axis >= in(0).shape.rank) return fail("scan axis out of range");
+          if (in(0).dt == dtype::boolean || in(0).dt == dtype::i32) return fail("scan of bool or i32 (capture casts to i64)");
           return {in(0).dt, in(0).shape, nullptr};
         case op::argsort:
           if (x.axis < 0 || x.axis >= in(0).shape.rank) return fail("argsort axis out of range");

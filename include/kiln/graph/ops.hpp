@@ -39,9 +39,10 @@ enum class op : std::uint8_t {
   // shaped like `like` (not read) at those rows; unfold(x) lays each 2-D window of x out as a
   // column (im2col, padding filled with node.value); fold(cols) adds columns back (col2im);
   // cumsum(x): running sums along node.axis, from its end when node.value is 1 (the adjoint);
+  // cumprod(x): running products along node.axis;
   // argsort(x): the indices (i64) that sort x along node.axis, stably, descending when
   // node.value is 1, NaN above everything (torch.argsort(stable=True))
-  gather, scatter_add, unfold, fold, cumsum, argsort,
+  gather, scatter_add, unfold, fold, cumsum, cumprod, argsort,
   // fused attention, also a kernel of its own (kind movement: a routine per backend, no fusion):
   // attention(q, k, v, mask) is sdpa's value with the logsumexp of each score row appended,
   // [..., h, tq, dv + 1]; attention_grad(q, kv, mask, og) takes kv = k ++ v and og = that value ++
@@ -168,6 +169,7 @@ inline constexpr op_info op_table[] = {
     row("unfold", K::movement, 1),
     row("fold", K::movement, 1),
     row("cumsum", K::movement, 1),
+    row("cumprod", K::movement, 1),
     row("argsort", K::movement, 1),
     row("attention", K::movement, 4),
     row("attention_grad", K::movement, 4),

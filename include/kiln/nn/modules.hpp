@@ -73,23 +73,25 @@ struct training_t {
 };
 inline constexpr training_t train{};
 
-/// torch.nn.Conv2d (one group, square stride and padding): weight [Out, In, K, K] named
-/// "<Name>.weight" and bias [Out] named "<Name>.bias", both uniform in +-1/sqrt(In K K) as
-/// PyTorch initialises them. Input [n, In, h, w] -> [n, Out, ho, wo].
+/// torch.nn.Conv2d (square stride and padding): weight [Out, In / Groups, K, K] named
+/// "<Name>.weight" and bias [Out] named "<Name>.bias", both uniform in +-1/sqrt(In / Groups K K)
+/// as PyTorch initialises them. Input [n, In, h, w] -> [n, Out, ho, wo].
 template <fixed_string Name, index_t In, index_t Out, index_t K, index_t Stride = 1, index_t Padding = 0,
-          dtype D = dtype::f32>
+          dtype D = dtype::f32, index_t Groups = 1>
 struct conv2d {
   static_assert(In > 0 && Out > 0 && K > 0, "kiln: nn::conv2d needs static, positive channels and kernel");
-  using weight = param<Name + ".weight", D, shape<Out, In, K, K>>;
+  static_assert(Groups > 0 && In % Groups == 0 && Out % Groups == 0,
+                "kiln: nn::conv2d's groups must divide its input and output channels");
+  using weight = param<Name + ".weight", D, shape<Out, In / Groups, K, K>>;
   using bias = param<Name + ".bias", D, shape<Out>>;
   using params = std::tuple<weight, bias>;
 
   template <tensor_operand X>
   constexpr auto operator()(const X& x) const {
-    return kiln::conv2d<Stride, Padding>(x, weight{}, bias{});
+    return kiln::conv2d<Stride, Padding, 1, Groups>(x, weight{}, bias{});
   }
   static void init(state_dict& sd, std::uint64_t seed) {
-    const double bound = 1.0 / std::sqrt(static_cast<double>(In * K * K));
+    const double bound = 1.0 / std::sqrt(static_cast<double>(In / Groups * K * K));
     init::uniform(sd.at(std::string(weight::name.view())), -bound, bound, seed, stream_of(weight::name.view()));
     init::uniform(sd.at(std::string(bias::name.view())), -bound, bound, seed, stream_of(bias::name.view()));
   }

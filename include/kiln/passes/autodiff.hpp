@@ -327,6 +327,7 @@ struct differ {
           case op::unfold: out[0] = b.fold(g, window_of(y), in_shape(0).e[2], in_shape(0).e[3]); return;
           case op::fold: out[0] = b.unfold(g, window_of(y)); return;
           case op::cumsum: out[0] = b.cumsum(g, y.axis, y.value == 0); return;  // sums from the other end
+          case op::cumprod: out[0] = cumprod_vjp(i, g); return;
           case op::attention: attention_vjp(i, g, active, out); return;
           case op::attention_grad:
             autodiff_unsupported(
@@ -356,6 +357,41 @@ struct differ {
     const int s = d.attention_scores(y.in[0], y.in[1], y.in[3], y.value != 0);
     const int lse = b.slice(i, r - 1, dv, dv + 1, 1);
     return b.unary(op::exp, b.sub(s, lse));
+  }
+
+  /// cumprod's derivatives with zeros in x (PyTorch's rule): where no zero comes before or at
+  /// position i, dy_j/dx_i = y_j / x_i; at the first zero k, it is the product of the other
+  /// factors, a cumprod of x with x_k taken as 1; after it, 0 (x_k is a factor).
+  struct scan_zeros {
+    int before, first, after, y_skip;
+  };
+  constexpr scan_zeros cumprod_zeros(int i) {
+    const node y = at(i);
+    const int x = y.in[0];
+    const int zeros = b.cumsum(b.cast(b.binary(op::eq, x, c(0, y.dt)), dtype::i64), y.axis, false);
+    const int before = b.binary(op::eq, zeros, c(0, dtype::i64));
+    const int first = b.binary(op::min, b.binary(op::eq, x, c(0, y.dt)), b.binary(op::eq, zeros, c(1, dtype::i64)));
+    const int after = b.binary(op::gt, zeros, c(0, dtype::i64));
+    return {before, first, after, b.cumprod(b.where(first, c(1, y.dt), x), y.axis)};
+  }
+  /// Reverse mode: sum_{j >= i} g_j y_j / x_i before the first zero, sum_{j >= k} g_j y_skip_j at it.
+  constexpr int cumprod_vjp(int i, int g) {
+    const node y = at(i);
+    const scan_zeros z = cumprod_zeros(i);
+    const int zero = c(0, y.dt);
+    const int safe_x = b.where(z.before, y.in[0], c(1, y.dt));
+    const int early = b.where(z.before, b.div(b.cumsum(b.mul(g, i), y.axis, true), safe_x), zero);
+    return b.add(early, b.where(z.first, b.cumsum(b.mul(g, z.y_skip), y.axis, true), zero));
+  }
+  /// Forward mode: y_j sum_{i <= j} t_i / x_i before the first zero, t_k y_skip_j from it on.
+  constexpr int cumprod_jvp(int i, int t) {
+    const node y = at(i);
+    const scan_zeros z = cumprod_zeros(i);
+    const int zero = c(0, y.dt);
+    const int safe_x = b.where(z.before, y.in[0], c(1, y.dt));
+    const int early = b.mul(i, b.cumsum(b.where(z.before, b.div(t, safe_x), zero), y.axis, false));
+    const int t_first = b.reduce(op::sum, b.where(z.first, t, zero), std::uint32_t{1} << y.axis, true);
+    return b.add(early, b.where(z.after, b.mul(t_first, z.y_skip), zero));
   }
 
   /// Reverse mode: q, k and v's adjoints from the fused backward kernel (FlashAttention-2's: it
@@ -537,6 +573,7 @@ struct differ {
           case op::unfold: return b.unfold(t[0], window_of(y));  // padding is constant: tangent 0
           case op::fold: return b.fold(t[0], window_of(y), fold_height(y), fold_width(y));
           case op::cumsum: return b.cumsum(t[0], y.axis, y.value != 0);
+          case op::cumprod: return cumprod_jvp(i, t[0]);
           case op::attention: return attention_jvp(i, t);
           case op::attention_grad:
             autodiff_unsupported("forward-mode derivatives of fused attention's backward (attention_grad)");

@@ -171,6 +171,12 @@ struct builder {
     n.value = reverse ? 1 : 0;
     return emit_inferred(n);
   }
+  /// Running products of x along axis.
+  constexpr int cumprod(int x, int axis) {
+    node n = with_inputs(op::cumprod, x);
+    n.axis = axis;
+    return emit_inferred(n);
+  }
   /// The indices that sort x along axis (descending if descending).
   constexpr int argsort(int x, int axis, bool descending) {
     node n = with_inputs(op::argsort, x);

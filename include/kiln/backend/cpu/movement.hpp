@@ -78,7 +78,7 @@ KILN_RUNTIME void run_fold(const view& cols, const view& out, const window2d& w)
 
 /// Running sums along an axis (from its end if reverse), accumulated in double for floats (as
 /// PyTorch's CPU cumsum) and in i64 wrapping for integers; threads over the other axes.
-KILN_RUNTIME void run_cumsum(const view& x, const view& out, int axis, bool reverse);
+KILN_RUNTIME void run_scan(const view& x, const view& out, int axis, bool reverse, bool product);
 
 /// The indices (i64) that sort each line along an axis, stably (NaN above every number);
 /// threads over the lines.
@@ -262,7 +262,9 @@ KILN_RUNTIME void line_starts(const view& x, const view& out, int axis, std::vec
   });
 }
 
-KILN_RUNTIME void run_cumsum(const view& x, const view& out, int axis, bool reverse) {
+/// cumsum (product false; from the end if reverse) and cumprod along axis, accumulated in double
+/// for floats (as PyTorch's CPU scans) and in wrapping 64 bits for i64.
+KILN_RUNTIME void run_scan(const view& x, const view& out, int axis, bool reverse, bool product) {
   const index_t n = x.shape.e[axis];
   std::vector<index_t> xo, oo;
   line_starts(x, out, axis, xo, oo);
@@ -275,17 +277,18 @@ KILN_RUNTIME void run_cumsum(const view& x, const view& out, int axis, bool reve
       const index_t grain = std::max<index_t>(1, 4096 / std::max<index_t>(n, 1));
       parallel_for(static_cast<index_t>(xo.size()), grain, [&](index_t b, index_t e) {
         for (index_t l = b; l < e; ++l) {
-          acc_t acc = 0;
+          acc_t acc = product ? 1 : 0;
           const index_t x0 = xo[static_cast<std::size_t>(l)], o0 = oo[static_cast<std::size_t>(l)];
           for (index_t k = 0; k < n; ++k) {
             const index_t j = reverse ? n - 1 - k : k;
-            acc += static_cast<acc_t>(static_cast<compute_t<D>>(xp[x0 + j * xs]));
+            const auto v = static_cast<acc_t>(static_cast<compute_t<D>>(xp[x0 + j * xs]));
+            acc = product ? acc_t(acc * v) : acc_t(acc + v);
             op[o0 + j * os] = storage_t<D>(static_cast<compute_t<D>>(acc));
           }
         }
       });
     } else {
-      throw std::logic_error("kiln: cpu: cumsum of bool or i32 (capture casts to i64)");
+      throw std::logic_error("kiln: cpu: a scan of bool or i32 (capture casts to i64)");
     }
   });
 }

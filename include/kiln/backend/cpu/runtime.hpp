@@ -374,6 +374,7 @@ KILN_RUNTIME void state::resolve_shapes() {
             what = "do not match as columns and an output";
             break;
           case op::cumsum:
+          case op::cumprod:
           case op::argsort:
             m = {in(0), n.axis >= 0 && n.axis < in(0).rank};
             what = "has no such axis";

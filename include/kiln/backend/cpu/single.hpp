@@ -205,7 +205,8 @@ void single_movement(state& st, int x) {
   else if constexpr (O == op::scatter_add) run_scatter_add(st.view_of(n.in[0]), st.view_of(n.in[1]), out);
   else if constexpr (O == op::unfold) run_unfold(st.view_of(n.in[0]), out, window_of(n), n.value);
   else if constexpr (O == op::fold) run_fold(st.view_of(n.in[0]), out, window_of(n));
-  else if constexpr (O == op::cumsum) run_cumsum(st.view_of(n.in[0]), out, n.axis, n.value != 0);
+  else if constexpr (O == op::cumsum) run_scan(st.view_of(n.in[0]), out, n.axis, n.value != 0, false);
+  else if constexpr (O == op::cumprod) run_scan(st.view_of(n.in[0]), out, n.axis, false, true);
   else if constexpr (O == op::argsort) run_argsort(st.view_of(n.in[0]), out, n.axis, n.value != 0);
   else if constexpr (O == op::rand) run_rand(st.view_of(n.in[1]), out, n.axes);
   else if constexpr (O == op::attention)
