@@ -93,6 +93,24 @@ TEST_CASE("a failed assignment leaves the destination untouched") {
     for (index_t j = 0; j < 4; ++j) REQUIRE(dest(i, j) == before(i, j));
 }
 
+TEST_CASE("integer fmod and remainder: a zero divisor throws and writes nothing, on both backends") {
+  const tensor<std::int64_t, 1> p({4}, {7, -7, 9, 4}), q({4}, {3, -3, 2, 0});
+  tensor<std::int64_t, 1> d({4}, {-9, -9, -9, -9});
+  CHECK_THROWS_WITH_AS(d = fmod(p, q), doctest::Contains("fmod: integer division by zero"), std::domain_error);
+  CHECK(kt::values_of(d) == std::vector<double>(4, -9.0));
+  using P = input<"p", i64, shape<dyn>>;
+  using Q = input<"q", i64, shape<dyn>>;
+  CHECK_THROWS_AS(eval_any(remainder(P{}, Q{}), {{"p", p.any()}, {"q", q.any()}}, eager::backend), std::domain_error);
+  const auto f = compile(remainder(P{}, Q{}) + 1);
+  std::vector<any_tensor> out{d.any()};
+  CHECK_THROWS_AS(f(P{} = p, Q{} = q, out), std::domain_error);
+  CHECK(kt::values_of(d) == std::vector<double>(4, -9.0));
+  const tensor<std::int64_t, 1> ok({4}, {3, -3, 2, -5});
+  f(P{} = p, Q{} = ok, out);
+  // Python's % (the sign of the divisor): 7 % 3 = 1, -7 % -3 = -1, 9 % 2 = 1, 4 % -5 = -1; each + 1
+  CHECK(kt::values_of(d) == std::vector<double>{2, 0, 2, 0});
+}
+
 TEST_CASE("an error raised inside a kernel writes nothing: integer pow with a negative exponent last") {
   // the elements before the bad one used to be written before the throw
   const tensor<std::int32_t, 1> p({5}, {2, 3, 4, 5, 6}), q({5}, {1, 2, 1, 2, -1});

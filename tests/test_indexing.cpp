@@ -1,4 +1,4 @@
-// gather (embedding) and scatter_add against plain loops, bad indices, their derivatives;
+// gather (embedding, and along an axis) and scatter_add against plain loops, bad indices, their derivatives;
 // rand: the generator's values on every backend, its statistics; dropout's mask, scaling and
 // gradient; the trainer's seed; cumsum, cumprod and argsort against plain loops.
 #include "cpu_support.hpp"
@@ -52,6 +52,40 @@ TEST_CASE("gather and scatter_add reject indices out of range, on both backends"
   bad.data<std::int64_t>()[1] = -1;
   CHECK_THROWS_AS(eval_any(scatter_add(I{}, input<"s", f32, shape<dyn, 3>>{}, T{}), {{"t", t}, {"i", bad}, {"s", kt::random_tensor(f32, dims{3, 3})}}),
                   std::out_of_range);
+}
+
+TEST_CASE("gather and scatter_add along an axis (torch.gather's dim): plain loops, bad indices") {
+  // an index narrower than x on the other axes, an index along an axis longer than x's
+  using X = input<"x", f32, shape<4, 5>>;
+  using I = input<"i", i64, shape<3, 7>>;
+  using S = input<"s", f32, shape<3, 9>>;
+  const any_tensor x = kt::random_tensor(f32, dims{4, 5}), src = kt::random_tensor(f32, dims{3, 9});
+  any_tensor idx(i64, dims{3, 7});
+  for (int k = 0; k < 21; ++k) idx.data<std::int64_t>()[k] = (k * 7 + 2) % 5;
+  const float* xv = x.data<float>();
+  const std::int64_t* iv = idx.data<std::int64_t>();
+  std::vector<float> added(xv, xv + 20);
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 7; ++c) added[static_cast<std::size_t>(r * 5 + iv[r * 7 + c])] += src.data<float>()[r * 9 + c];
+  for (const bool eager : {false, true}) {
+    const auto run = [&](const auto& e, std::initializer_list<feed> f) {
+      return (eager ? eval_any(e, f, eager::backend) : eval_any(e, f)).contiguous();
+    };
+    const any_tensor g = run(gather<1>(X{}, I{}), {{"x", x}, {"i", idx}});
+    REQUIRE(g.shape() == dims{3, 7});
+    for (int r = 0; r < 3; ++r)
+      for (int c = 0; c < 7; ++c) CHECK(g.data<float>()[r * 7 + c] == xv[r * 5 + iv[r * 7 + c]]);
+    const any_tensor s = run(scatter_add<-1>(X{}, I{}, S{}), {{"x", x}, {"i", idx}, {"s", src}});
+    REQUIRE(s.shape() == dims{4, 5});
+    for (int k = 0; k < 20; ++k) CHECK(s.data<float>()[k] == doctest::Approx(added[static_cast<std::size_t>(k)]).epsilon(1e-6));
+    // 5 is past the end of axis 1 but inside x's 20 elements: rejected all the same
+    any_tensor bad = idx.clone();
+    bad.data<std::int64_t>()[8] = 5;
+    CHECK_THROWS_AS(run(gather<1>(X{}, I{}), {{"x", x}, {"i", bad}}), std::out_of_range);
+    CHECK_THROWS_AS(run(scatter_add<1>(X{}, I{}, S{}), {{"x", x}, {"i", bad}, {"s", src}}), std::out_of_range);
+    bad.data<std::int64_t>()[8] = -1;
+    CHECK_THROWS_AS(run(gather<1>(X{}, I{}), {{"x", x}, {"i", bad}}), std::out_of_range);
+  }
 }
 
 TEST_CASE("a bad index writes none of a plan's outputs") {
@@ -233,7 +267,7 @@ TEST_CASE("dropout: mask, scaling, gradient") {
   static_assert(record_ref<decltype(y)>().pure && record_ref<decltype(y)>().tree_nodes == 10);
 }
 
-TEST_CASE("nn modules: conv2d, pooling, flatten, dropout in training mode only, embedding") {
+TEST_CASE("nn modules: conv2d, pooling (and with options), flatten, dropout in training mode only, embedding") {
   using net = nn::sequential<nn::conv2d<"c1", 1, 4, 3, 1, 1>, nn::relu, nn::max_pool2d<2>, nn::flatten,
                              nn::dropout<"drop", 50>, nn::linear<"fc", 64, 10>>;
   using In = input<"x", f32, shape<dyn, 1, 8, 8>>;
@@ -255,6 +289,15 @@ TEST_CASE("nn modules: conv2d, pooling, flatten, dropout in training mode only, 
   static_assert(count_op(traced<decltype(trained)>::value, op::rand) == 1);
   const any_tensor yt = eval_all(trained, std::span<const feed>(ft))[0];
   CHECK(kt::values_of(yt) != kt::values_of(yi));
+  // pooling modules with PyTorch's options: the functions' values (checked against PyTorch in
+  // the conformance suite)
+  constexpr pool2d_options o{.kernel = {3, 2}, .stride = 2, .padding = 1, .ceil_mode = true, .count_include_pad = false};
+  using P = input<"x", f32, shape<dyn, 1, 7, 8>>;
+  const any_tensor xp = kt::random_tensor(f32, dims{2, 1, 7, 8});
+  CHECK(kt::values_of(eval_any(nn::avg_pool2d_with<o>{}(P{}), {{"x", xp}})) ==
+        kt::values_of(eval_any(avg_pool2d<o>(P{}), {{"x", xp}})));
+  CHECK(kt::values_of(eval_any(nn::max_pool2d_with<pool2d_options{.kernel = 2, .dilation = 2}>{}(P{}), {{"x", xp}})) ==
+        kt::values_of(eval_any(max_pool2d<pool2d_options{.kernel = 2, .dilation = 2}>(P{}), {{"x", xp}})));
   // embedding: normal(0, 1) rows
   using E = nn::embedding<"emb", 50, 8>;
   const nn::state_dict pe = nn::make_params<E>(1);

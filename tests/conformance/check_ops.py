@@ -289,6 +289,28 @@ CASES = {
     "max_pool2d": lambda t: F.max_pool2d(t["x"], 2),
     "avg_pool2d": lambda t: F.avg_pool2d(t["x"], 3, 2, 1),
     "embedding": lambda t: F.embedding(t["i"], t["t"]),
+    "max_pool2d_rect": lambda t: F.max_pool2d(t["x"], (3, 2), (2, 1), (1, 0)),
+    "max_pool2d_dilation": lambda t: F.max_pool2d(t["x"], 2, 1, dilation=(2, 1)),
+    "max_pool2d_ceil": lambda t: F.max_pool2d(t["x"], 3, 2, 1, ceil_mode=True),
+    "avg_pool2d_ceil": lambda t: F.avg_pool2d(t["x"], 3, 2, 1, ceil_mode=True),
+    "avg_pool2d_exclude_pad": lambda t: F.avg_pool2d(t["x"], (3, 2), 2, 1, count_include_pad=False),
+    "avg_pool2d_ceil_exclude_pad": lambda t: F.avg_pool2d(t["x"], 2, 2, ceil_mode=True, count_include_pad=False),
+    "avg_pool2d_divisor": lambda t: F.avg_pool2d(t["x"], 2, padding=1, divisor_override=3),
+    "fmod_int": lambda t: torch.fmod(t["p"], t["q"]),
+    "remainder_int": lambda t: torch.remainder(t["p"], t["q"]),
+    "remainder_int32_scalar": lambda t: torch.remainder(t["p"], -4),
+    "einsum_ellipsis_diagonal": lambda t: torch.einsum("...ii->...i", t["x"]),
+    "einsum_ellipsis_summed": lambda t: torch.einsum("...ij->ij", t["x"]),
+    "einsum_ellipsis_bmm": lambda t: torch.einsum("...ij,...jk", t["a"], t["b"]),
+    "einsum_trace": lambda t: torch.einsum("ii", t["s"]),
+    "einsum_diagonal_apart": lambda t: torch.einsum("iji->j", t["m"]),
+    "einsum_broadcast": lambda t: torch.einsum("ij,ij->i", t["c"], t["d"]),
+    "gather_axis1": lambda t: torch.gather(t["a"], 1, t["i"]),
+    "gather_axis_last": lambda t: torch.gather(t["a"], -1, t["i"]),
+    # src larger than the index: PyTorch 1.13's scatter_add gradient then has the index's shape
+    # (a backward error), so its src is cropped here as kiln crops it
+    "scatter_add_axis0": lambda t: torch.scatter_add(t["b"], 0, t["i"], t["src"][:, :3]),
+    "scatter_add_axis_last": lambda t: torch.scatter_add(t["c"], 2, t["i"], t["src"][:2]),
     # scaled_dot_product_attention came with PyTorch 2.0: its definition
     "sdpa": lambda t: sdpa_ref(t["qa"], t["ka"], t["va"], False),
     "sdpa_causal": lambda t: sdpa_ref(t["qa"], t["ka"], t["va"], True),
@@ -313,7 +335,7 @@ ULPS = {"atan": 2, "asin": 2, "acos": 2, "atan2": 2, "expm1": 2, "log1p": 2, "lo
 ELU_NOTE = ("kiln's e^x - 1 is expm1, exact near 0 (elu(-1e-30) = -1.5e-30 for alpha 1.5); PyTorch's elu "
             "computes exp(x) - 1, which is 0 there even in float64")
 # The ops the cases cover (a case is named by its op, then what varies: "argmax_edges").
-OPS = ["cumprod", "prod", "unfold", "fold", "scatter_add", "cumsum", "argsort", "sort", "topk", "einsum", "conv1d", "conv_transpose2d", "batch_norm", "group_norm", "interpolate", "max_dim", "min_dim",
+OPS = ["gather", "cumprod", "prod", "unfold", "fold", "scatter_add", "cumsum", "argsort", "sort", "topk", "einsum", "conv1d", "conv_transpose2d", "batch_norm", "group_norm", "interpolate", "max_dim", "min_dim",
        "floor", "ceil", "round", "trunc", "atan", "asin", "acos", "atan2", "fmod", "remainder", "floor_divide", "eye",
        "linspace", "full", "tile", "repeat", "pad", "chunk", "split", "unbind",
        "expm1", "log1p", "log2", "log10", "exp2", "tan", "sinh", "cosh", "square", "sign", "clamp", "clamp_min",

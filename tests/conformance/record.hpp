@@ -123,5 +123,7 @@ void sort_cases_f32(store& s);
 void sort_cases_f64(store& s);
 void scan_cases_f32(store& s);
 void scan_cases_f64(store& s);
+void option_cases_f32(store& s);
+void option_cases_f64(store& s);
 
 }  // namespace kc

@@ -36,6 +36,8 @@ int main(int argc, char** argv) try {
   kc::sort_cases_f64(s);
   kc::scan_cases_f32(s);
   kc::scan_cases_f64(s);
+  kc::option_cases_f32(s);
+  kc::option_cases_f64(s);
   s.metadata["seed"] = std::to_string(seed);
   kiln::io::save_safetensors(argv[1], s.tensors, s.metadata);
   std::printf("conformance_ops: %zu tensors of %zu cases written to %s (seed %llu)\n", s.tensors.size(),

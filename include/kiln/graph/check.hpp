@@ -83,6 +83,13 @@ KILN_ERROR_TYPE(shape_has_too_many_elements, op Op KILN_COMMA class Shape,
 KILN_ERROR_TYPE(indices_must_be_integers, op Op KILN_COMMA dtype Index, "indices must be an integer tensor");
 KILN_ERROR_TYPE(gather_shapes_do_not_match, op Op KILN_COMMA class Table KILN_COMMA class Index,
                 "gather needs a table of rank >= 1 (rows on axis 0); scatter_add a source shaped [...index, ...row]");
+KILN_ERROR_TYPE(gather_along_shapes_do_not_match, op Op KILN_COMMA class X KILN_COMMA class Index KILN_COMMA class Axis,
+                "gather<axis> and scatter_add<axis> need static extents and an index of x's rank, its extents at "
+                "most x's on every other axis (and at most src's on every axis)");
+KILN_ERROR_TYPE(pool_options_do_not_fit, op Op KILN_COMMA class X KILN_COMMA class Options,
+                "pooling needs x [n, c, h, w] with static c, h, w, kernel, stride and dilation >= 1, padding at most "
+                "half the kernel, a window that fits, no dilation for avg_pool2d and no count_include_pad or "
+                "divisor_override for max_pool2d");
 KILN_ERROR_TYPE(seed_must_be_a_rank0_i64, class Seed KILN_COMMA dtype D, "a random op's seed is a rank-0 i64 value");
 KILN_ERROR_TYPE(outputs_cannot_nest, op Got, "kiln::outputs takes expressions, not another kiln::outputs");
 

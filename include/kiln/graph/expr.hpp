@@ -402,8 +402,6 @@ constexpr ex::scalar<D> make_scalar(S s) {
 
 namespace detail {
 constexpr bool accepts_bool(op o) { return is_comparison(o) || o == op::max || o == op::min; }
-/// Binary ops with no integer body yet (fmod: C's % semantics and a division by zero to refuse).
-constexpr bool float_only(op o) { return o == op::fmod; }
 
 template <op O, class A, class B>
 constexpr auto binary_exprs(const A& a, const B& b) {
@@ -411,7 +409,7 @@ constexpr auto binary_exprs(const A& a, const B& b) {
   constexpr dtype d = O == op::div || is_float_binary(O) ? float_result(p) : p;
   // bool + bool and bool * bool are logical or and and, as PyTorch's add and mul of bools
   constexpr op o = d != dtype::boolean ? O : O == op::add ? op::max : O == op::mul ? op::min : O;
-  constexpr bool dtype_ok = (d != dtype::boolean || accepts_bool(o)) && (is_floating(d) || !float_only(O));
+  constexpr bool dtype_ok = d != dtype::boolean || accepts_bool(o);
   constexpr bool shape_ok = broadcast(A::shape, B::shape).ok;
   (void)error::dtype_not_supported<O, d, dtype_ok>::value;
   (void)error::shapes_do_not_broadcast<O, as_shape<A::shape>, as_shape<B::shape>, shape_ok>::value;
@@ -471,7 +469,7 @@ KILN_BINARY(div, op::div)
 KILN_BINARY(max, op::max)  ///< elementwise maximum; max(x) / max<axes...>(x) reduce
 KILN_BINARY(min, op::min)
 KILN_BINARY(pow, op::pow)
-KILN_BINARY(fmod, op::fmod)    ///< C's fmod: a - trunc(a / b) b, exact; the sign of a (floats)
+KILN_BINARY(fmod, op::fmod)    ///< C's fmod: a - trunc(a / b) b, exact; the sign of a (integers: %, 0 throws)
 KILN_BINARY(atan2, op::atan2)  ///< the angle of (b, a) in [-pi, pi], as std::atan2(a, b)
 KILN_BINARY(eq, op::eq)
 KILN_BINARY(ne, op::ne)

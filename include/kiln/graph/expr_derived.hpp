@@ -311,7 +311,7 @@ constexpr auto clamp_max(const X& x, H hi) {
 }
 // ---- remainders (floor, ceil, round, trunc, fmod and atan2 are primitives: graph/expr.hpp) -----
 
-/// torch.remainder (Python's %; floats): the sign of b. From C's exact fmod, r + b where r is
+/// torch.remainder (Python's %; floats and integers, a zero divisor throwing): the sign of b. From C's exact fmod, r + b where r is
 /// nonzero and its sign is not b's, as PyTorch computes it; d/da = 1, d/db = -floor(a / b).
 template <class A, class B>
   requires((tensor_operand<A> || scalar_operand<A>) && (tensor_operand<B> || scalar_operand<B>) &&
@@ -334,6 +334,8 @@ template <class A, class B>
 constexpr auto floor_divide(const A& a, const B& b) {
   const auto m = fmod(a, b);
   constexpr dtype d = std::remove_cvref_t<decltype(m)>::dt;
+  static_assert(is_floating(d) || std::remove_cvref_t<decltype(m)>::shape.poisoned(),
+                "kiln::floor_divide: floats only (integer floor division is not there yet; remainder and fmod take integers)");
   const auto aa = detail::operand_as<d>(a);
   const auto bb = detail::operand_as<d>(b);
   const auto zero = detail::k<d, 0>;
@@ -625,25 +627,128 @@ constexpr auto argsort(const X& x) {
 }
 
 namespace detail {
-/// x's values along axis A taken at the positions that idx (x's shape, but for its extent along
-/// A) names along that axis:
-/// through one gather over x flattened, with each line's offset added to its indices, so that
-/// the gradient is a scatter_add back to where each value came from.
-template <int A, class X, class I>
+/// Row-major strides of static extents s.
+constexpr index_t stride_of(const dims& s, int axis) {
+  index_t n = 1;
+  for (int i = axis + 1; i < s.rank; ++i) n *= s.e[i];
+  return n;
+}
+/// For each element of it (rank r, extents at most xs's on every axis but the last), the flat
+/// offset in a contiguous xs of the start of its line along the last axis.
+template <dims XS, class I, int... D>
+constexpr auto line_offsets(const I& it, std::integer_sequence<int, D...>) {
+  constexpr dims is = expr_t<I>::shape;
+  constexpr bool same_lines = ((is.e[D] == XS.e[D]) && ...);
+  if constexpr (sizeof...(D) == 0) {
+    return k<dtype::i64, 0>;
+  } else if constexpr (same_lines) {  // one iota over the lines
+    constexpr index_t n = XS.e[XS.rank - 1], lines = XS.numel() / (n > 0 ? n : 1);
+    return reshape_dims<with_extent(XS, XS.rank - 1, 1)>(arange<lines>() * k<dtype::i64, n>);
+  } else {
+    return ((reshape_dims<unit_but(XS.rank, D, is.e[D])>(arange<is.e[D]>() * k<dtype::i64, stride_of(XS, D)>)) + ...);
+  }
+}
+/// x's values along axis A taken at the positions that idx names along that axis (idx of x's
+/// rank, its extents at most x's on the other axes: torch.gather), through one gather over x
+/// flattened with each line's offset added to its indices, so that the gradient is a
+/// scatter_add back to where each value came from. Checked: an index outside [0, extent) is
+/// sent to -1, which the gather rejects (std::out_of_range) before it writes anything.
+template <int A, bool Checked, class X, class I>
 constexpr auto take_along(const X& x, const I& idx) {
   using E = expr_t<X>;
   constexpr int r = E::shape.rank;
-  static_assert(E::shape.poisoned() || E::shape.is_static(), "kiln::sort/topk: static extents");
+  static_assert(E::shape.poisoned() || E::shape.is_static(), "kiln::gather/sort/topk: static extents");
   const auto xt = transpose<A, r - 1>(as_expr(x));  // the axis last
   const auto it = transpose<A, r - 1>(as_expr(idx));
   constexpr dims st = expr_t<decltype(xt)>::shape;
-  constexpr index_t n = st.e[r - 1], lines = st.numel() / (n > 0 ? n : 1);
-  constexpr dims base_shape = with_extent(st, r - 1, 1);
-  const auto base = reshape_dims<base_shape>(arange<lines>() * n);
-  const auto picked = gather(reshape<st.numel()>(xt), it + base);
-  return transpose<A, r - 1>(picked);
+  const auto offsets = line_offsets<st>(it, std::make_integer_sequence<int, r - 1>{});
+  const auto flat = reshape<st.numel()>(xt);
+  if constexpr (Checked) {
+    constexpr index_t n = st.e[r - 1];
+    const auto i = cast<dtype::i64>(it);
+    const auto inside = logical_and(ge(i, k<dtype::i64, 0>), lt(i, k<dtype::i64, n>));
+    return transpose<A, r - 1>(gather(flat, where(inside, i + offsets, k<dtype::i64, -1>)));
+  } else {
+    return transpose<A, r - 1>(gather(flat, it + offsets));
+  }
+}
+/// Whether idx fits x for torch.gather / scatter_add along axis a: the same rank, integer, and
+/// extents at most x's on every other axis (and at most src's on every axis, for scatter_add).
+constexpr bool along_fits(const dims& x, const dims& idx, int a, const dims& src) {
+  if (x.poisoned() || idx.poisoned() || src.poisoned()) return true;
+  if (!x.is_static() || !idx.is_static() || idx.rank != x.rank || x.rank < 1) return false;
+  for (int i = 0; i < x.rank; ++i)
+    if ((i != a && idx.e[i] > x.e[i]) || (src.rank > 0 && (src.rank != x.rank || idx.e[i] > src.e[i]))) return false;
+  return true;
+}
+/// The first idx.e[i] elements of x along every axis i.
+template <dims S, class X, int... D>
+constexpr auto crop_to(const X& x, std::integer_sequence<int, D...>) {
+  if constexpr (sizeof...(D) == 0) {
+    return as_expr(x);
+  } else {
+    constexpr int a = (D, ...);  // the last axis
+    constexpr dims xs = expr_t<X>::shape;
+    const auto inner = crop_to<S>(x, std::make_integer_sequence<int, a>{});
+    if constexpr (xs.e[a] == S.e[a]) return inner;
+    else return slice<a, 0, S.e[a]>(inner);
+  }
 }
 }  // namespace detail
+
+/// torch.gather(x, Axis, index): out[..., i, ...] = x[..., index[..., i, ...], ...] along Axis,
+/// shaped like index (integers, x's rank, extents at most x's on the other axes). An index
+/// outside [0, x's extent) throws std::out_of_range when the graph runs. (gather(table, index)
+/// without an axis is the embedding lookup: rows of table.) Gradient: scatter_add into x.
+template <int Axis, tensor_operand X, tensor_operand I>
+constexpr auto gather(const X& x, const I& index) {
+  using E = detail::expr_t<X>;
+  using EI = detail::expr_t<I>;
+  constexpr int r = E::shape.rank;
+  static_assert(E::shape.poisoned() || (r > 0 && detail::axes_valid<Axis>(r)), "kiln::gather: axis out of range");
+  constexpr int a = detail::normal_axis(Axis, r);
+  constexpr bool int_ok = is_integral(EI::dt) && EI::dt != dtype::boolean;
+  constexpr bool fit_ok = detail::along_fits(E::shape, EI::shape, a, dims{});
+  (void)error::indices_must_be_integers<op::gather, EI::dt, int_ok>::value;
+  (void)error::gather_along_shapes_do_not_match<op::gather, as_shape<E::shape>, as_shape<EI::shape>, axes<Axis>, fit_ok>::value;
+  if constexpr (!(int_ok && fit_ok)) return ex::invalid<E::dt>{};
+  else return detail::take_along<a, true>(x, index);
+}
+
+/// torch.scatter_add(x, Axis, index, src): x with src[..., i, ...] added at x[..., index[...,
+/// i, ...], ...] along Axis (repeated indices add up); index as for gather<Axis>, and at most
+/// src's extents on every axis (src's other elements are not read). An index outside [0, x's
+/// extent) throws std::out_of_range. (scatter_add(index, src, like) is gather(table, index)'s
+/// adjoint: rows.)
+template <int Axis, tensor_operand X, tensor_operand I, tensor_operand S>
+constexpr auto scatter_add(const X& x, const I& index, const S& src) {
+  using E = detail::expr_t<X>;
+  using EI = detail::expr_t<I>;
+  using ES = detail::expr_t<S>;
+  constexpr int r = E::shape.rank;
+  static_assert(E::shape.poisoned() || (r > 0 && detail::axes_valid<Axis>(r)), "kiln::scatter_add: axis out of range");
+  constexpr int a = detail::normal_axis(Axis, r);
+  constexpr bool int_ok = is_integral(EI::dt) && EI::dt != dtype::boolean;
+  constexpr bool fit_ok = detail::along_fits(E::shape, EI::shape, a, ES::shape);
+  (void)error::indices_must_be_integers<op::scatter_add, EI::dt, int_ok>::value;
+  (void)error::gather_along_shapes_do_not_match<op::scatter_add, as_shape<E::shape>, as_shape<EI::shape>, axes<Axis>, fit_ok>::value;
+  if constexpr (!(int_ok && fit_ok)) {
+    return ex::invalid<E::dt>{};
+  } else {
+    const auto xt = transpose<a, r - 1>(as_expr(x));
+    const auto it = transpose<a, r - 1>(as_expr(index));
+    const auto srct = transpose<a, r - 1>(
+        to_dtype<E::dt>(detail::crop_to<EI::shape>(src, std::make_integer_sequence<int, r>{})));
+    constexpr dims st = detail::expr_t<decltype(xt)>::shape;
+    constexpr index_t n = st.e[r - 1];
+    const auto offsets = detail::line_offsets<st>(it, std::make_integer_sequence<int, r - 1>{});
+    const auto i = cast<dtype::i64>(it);
+    const auto inside = logical_and(ge(i, detail::k<dtype::i64, 0>), lt(i, detail::k<dtype::i64, n>));
+    const auto flat = reshape<st.numel()>(xt);
+    const auto added = scatter_add(where(inside, i + offsets, detail::k<dtype::i64, -1>), srct, flat);
+    return x + transpose<a, r - 1>(detail::reshape_dims<st>(added));
+  }
+}
 
 /// torch.sort(x, Axis, descending, stable=True): std::tuple{values, indices}; the values are
 /// x gathered by argsort's indices, so their gradient goes back to where each came from.
@@ -652,7 +757,7 @@ constexpr auto sort(const X& x) {
   using E = detail::expr_t<X>;
   constexpr int a = detail::normal_axis(Axis, E::shape.rank);
   const auto i = argsort<a, Descending>(x);
-  return std::tuple{detail::take_along<a>(x, i), i};
+  return std::tuple{detail::take_along<a, false>(x, i), i};
 }
 /// torch.topk(x, K, Axis, largest): std::tuple{values, indices} of the K largest (smallest)
 /// along Axis, in order; among equal values the first positions win.
@@ -662,7 +767,7 @@ constexpr auto topk(const X& x) {
   constexpr int a = detail::normal_axis(Axis, E::shape.rank);
   static_assert(E::shape.poisoned() || (K >= 0 && K <= E::shape.e[a]), "kiln::topk: K must be within the axis' extent");
   const auto i = slice<a, 0, K>(argsort<a, Largest>(x));
-  return std::tuple{detail::take_along<a>(x, i), i};
+  return std::tuple{detail::take_along<a, false>(x, i), i};
 }
 
 // ---- shape --------------------------------------------------------------------------------------
@@ -833,15 +938,24 @@ constexpr auto repeat(const X& x) {
 }
 
 namespace detail {
+/// The padding value v in dtype D: a run-time scalar, or a literal (kiln's own constants, which
+/// keep the expression pure).
+template <dtype D, class V>
+constexpr auto fill_value(V v) {
+  if constexpr (scalar_operand<V>) return make_scalar<D>(v);
+  else return to_dtype<D>(v);
+}
 /// x padded along axis a with Before and After values v.
 template <int A, index_t Width, class X, class V>
 constexpr auto pad_block(const X& x, V v) {
   using E = expr_t<X>;
+  const auto f = fill_value<E::dt>(v);
   if constexpr (E::shape.is_static()) {
-    return broadcast_dims<with_extent(E::shape, A, Width)>(make_scalar<E::dt>(v));
+    return broadcast_dims<with_extent(E::shape, A, Width)>(f);
   } else {  // a dyn extent comes from x: v shaped like a slice of x, then widened
     static_assert(E::shape.poisoned() || E::shape.e[A] > 0, "kiln::pad: a dyn shape needs a nonempty padded axis");
-    return broadcast_dims<with_extent(E::shape, A, Width)>(full_like(slice<A, 0, 1>(x), v));
+    const auto s = slice<A, 0, 1>(x);
+    return broadcast_dims<with_extent(E::shape, A, Width)>(where(max(eq(s, s), ne(s, s)), f, f));
   }
 }
 template <int A, index_t Before, index_t After, class X, class V>
@@ -948,10 +1062,189 @@ constexpr bool has_letter(const char* s, int n, char c) {
   return false;
 }
 
+/// An einsum equation made plain for plan_einsum: "..." spelled out as letters the equation
+/// does not use (right-aligned across operands, first in an implicit output, summed when an
+/// explicit output leaves it out), a letter repeated in one operand taken as a diagonal, and
+/// extents of 1 broadcast to the letter's extent elsewhere (torch.einsum's rules).
+struct einsum_prep {
+  einsum_error error = einsum_error::none;
+  char text[4 * max_rank + 8]{};  ///< the plain equation: "abc,cd->abd"
+  int len = 0;
+  int diag_count[2]{};            ///< per operand, its diagonals taken in order: axes (a, b), a < b,
+  int diag[2][max_rank][2]{};     ///< each moving the diagonal to the last axis
+  dims target[2];                 ///< each operand's shape after its diagonals, broadcast
+  constexpr std::string_view view() const { return {text, static_cast<std::size_t>(len)}; }
+};
+
+constexpr bool is_letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
 template <fixed_string Eq>
-constexpr einsum_plan plan_einsum(dims s0, dims s1, int operands) {
+constexpr einsum_prep prep_einsum(dims s0, dims s1, int operands) {
+  einsum_prep q;
+  const std::string_view eq = Eq.view();
+  // operands' and the output's letters, with '.' standing for "..." (at most one each)
+  char terms[3][max_rank + 1]{};
+  int len[3]{};
+  bool ellipsis[3]{};
+  int t = 0;
+  bool arrow = false, used[128]{};
+  for (std::size_t i = 0; i < eq.size(); ++i) {
+    const char c = eq[i];
+    if (c == ' ') continue;
+    if (c == ',' && !arrow) {
+      if (++t > 1) return q.error = einsum_error::too_many_operands, q;
+    } else if (c == '-' && i + 1 < eq.size() && eq[i + 1] == '>' && !arrow) {
+      arrow = true;
+      t = 2;
+      ++i;
+    } else if (c == '.' && i + 2 < eq.size() && eq[i + 1] == '.' && eq[i + 2] == '.' && !ellipsis[t]) {
+      ellipsis[t] = true;
+      if (len[t] == max_rank + 1) return q.error = einsum_error::rank_too_large, q;
+      terms[t][len[t]++] = '.';
+      i += 2;
+    } else if (is_letter(c)) {
+      if (len[t] == max_rank + 1) return q.error = einsum_error::rank_too_large, q;
+      terms[t][len[t]++] = c;
+      used[static_cast<int>(c)] = true;
+    } else {
+      return q.error = einsum_error::bad_character, q;
+    }
+  }
+  int count = 1;
+  for (char c : eq) count += c == ',';
+  if (count != operands) return q.error = einsum_error::operand_count, q;
+  const dims shapes[2] = {s0, s1};
+  // "..." as letters: the most dims any operand's covers, right-aligned
+  int ne = 0, own[2]{};
+  for (int o = 0; o < operands; ++o) {
+    own[o] = shapes[o].rank - (len[o] - (ellipsis[o] ? 1 : 0));
+    if (own[o] < 0 || (!ellipsis[o] && own[o] != 0)) return q.error = einsum_error::rank_mismatch, q;
+    ne = own[o] > ne ? own[o] : ne;
+  }
+  char fresh[max_rank]{};
+  for (int c = 0, k = 0; c < 128 && k < ne; ++c)
+    if (is_letter(static_cast<char>(c)) && !used[c]) fresh[k++] = static_cast<char>(c);
+  char letters[3][3 * max_rank]{};
+  int rank[3]{};
+  for (int o = 0; o < 3; ++o) {
+    if (o == 2 && !arrow) break;
+    for (int i = 0; i < len[o]; ++i) {
+      if (terms[o][i] != '.') {
+        letters[o][rank[o]++] = terms[o][i];
+      } else {
+        const int n = o == 2 ? ne : own[o];
+        for (int k = ne - n; k < ne; ++k) letters[o][rank[o]++] = fresh[k];
+      }
+    }
+    if (rank[o] > max_rank) return q.error = einsum_error::rank_too_large, q;
+  }
+  if (!arrow) {  // implicit output: "..." first, then the letters written once, alphabetically
+    for (int k = 0; k < ne; ++k) letters[2][rank[2]++] = fresh[k];
+    for (int c = 0; c < 128; ++c) {
+      if (!is_letter(static_cast<char>(c)) || !used[c]) continue;
+      int n = 0;
+      for (int o = 0; o < operands; ++o)
+        for (int a = 0; a < rank[o]; ++a) n += letters[o][a] == c;
+      if (n == 1) {
+        if (rank[2] == max_rank) return q.error = einsum_error::rank_too_large, q;
+        letters[2][rank[2]++] = static_cast<char>(c);
+      }
+    }
+  }
+  // diagonals: a letter twice in an operand; the extents of each letter, broadcast from 1
+  index_t extent[128]{};
+  for (int c = 0; c < 128; ++c) extent[c] = -2;
+  for (int o = 0; o < operands; ++o) {
+    dims s = shapes[o];
+    for (int a = 0; a < rank[o]; ++a)
+      if (s.e[a] == dyn) return q.error = einsum_error::dyn_extent, q;
+    for (bool again = true; again;) {
+      again = false;
+      for (int a = 0; a < rank[o] && !again; ++a)
+        for (int b = a + 1; b < rank[o] && !again; ++b)
+          if (letters[o][a] == letters[o][b]) {
+            if (s.e[a] != s.e[b]) return q.error = einsum_error::extent_mismatch, q;
+            if (q.diag_count[o] == max_rank) return q.error = einsum_error::internal, q;
+            q.diag[o][q.diag_count[o]][0] = a;
+            q.diag[o][q.diag_count[o]++][1] = b;
+            const char c = letters[o][a];
+            const index_t e = s.e[a];
+            dims r;
+            char l[3 * max_rank]{};
+            for (int i = 0; i < rank[o]; ++i)
+              if (i != a && i != b) l[r.rank] = letters[o][i], r.e[r.rank++] = s.e[i];
+            l[r.rank] = c;
+            r.e[r.rank++] = e;
+            for (int i = 0; i < r.rank; ++i) letters[o][i] = l[i];
+            rank[o] = r.rank;
+            s = r;
+            again = true;
+          }
+    }
+    q.target[o] = s;
+    for (int a = 0; a < rank[o]; ++a) {
+      index_t& x = extent[static_cast<int>(letters[o][a])];
+      const index_t e = s.e[a];
+      if (x == -2 || x == 1) x = e;
+      else if (e != 1 && e != x) return q.error = einsum_error::extent_mismatch, q;
+    }
+  }
+  for (int o = 0; o < operands; ++o)
+    for (int a = 0; a < rank[o]; ++a) q.target[o].e[a] = extent[static_cast<int>(letters[o][a])];
+  for (int o = 0; o < 3; ++o) {
+    if (o == 1 && operands == 1) continue;
+    if (o > 0) {
+      if (o == 1) q.text[q.len++] = ',';
+      else q.text[q.len++] = '-', q.text[q.len++] = '>';
+    }
+    for (int a = 0; a < rank[o]; ++a) q.text[q.len++] = letters[o][a];
+  }
+  return q;
+}
+
+/// x's diagonal over axes A < B (equal extents n) as its last axis: the two moved last,
+/// flattened to n n, every (n + 1)-th element.
+template <int A, int B, class X>
+constexpr auto diagonal_last(const X& x) {
+  constexpr dims s = expr_t<X>::shape;
+  constexpr index_t n = s.e[A];
+  constexpr auto perm = [] {
+    constexpr dims sh = expr_t<X>::shape;
+    std::array<int, max_rank> p{};
+    int k = 0;
+    for (int i = 0; i < sh.rank; ++i)
+      if (i != A && i != B) p[static_cast<std::size_t>(k++)] = i;
+    p[static_cast<std::size_t>(k++)] = A;
+    p[static_cast<std::size_t>(k)] = B;
+    return p;
+  }();
+  constexpr dims flat = [] {
+    constexpr dims sh = expr_t<X>::shape;
+    dims f;
+    f.rank = 0;
+    for (int i = 0; i < sh.rank; ++i)
+      if (i != A && i != B) f.e[f.rank++] = sh.e[i];
+    f.e[f.rank++] = sh.e[A] * sh.e[A];
+    return f;
+  }();
+  const auto moved = [&]<std::size_t... I>(std::index_sequence<I...>) {
+    return permute<perm[I]...>(x);
+  }(std::make_index_sequence<static_cast<std::size_t>(s.rank)>{});
+  return slice<flat.rank - 1, 0, n * n, n + 1>(reshape_dims<flat>(moved));
+}
+/// Operand O of an einsum with its diagonals taken and its extents of 1 broadcast.
+template <einsum_prep Q, int O, int I = 0, class X>
+constexpr auto einsum_operand(const X& x) {
+  if constexpr (I < Q.diag_count[O]) {
+    return einsum_operand<Q, O, I + 1>(diagonal_last<Q.diag[O][I][0], Q.diag[O][I][1]>(x));
+  } else {
+    if constexpr (expr_t<X>::shape == Q.target[O]) return as_expr(x);
+    else return broadcast_dims<Q.target[O]>(x);
+  }
+}
+
+constexpr einsum_plan plan_einsum(std::string_view eq, dims s0, dims s1, int operands) {
   einsum_plan p;
-  std::string_view eq = Eq.view();
   // parse: letters, ',' between operands, optional '->' and output; spaces ignored
   int op_i = 0;
   bool arrow = false;
@@ -1080,14 +1373,15 @@ constexpr bool einsum_ok() {
   static_assert(E != einsum_error::too_many_operands, "kiln::einsum: at most two operands");
   static_assert(E != einsum_error::bad_output, "kiln::einsum: an output letter twice, or more than max_rank");
   static_assert(E != einsum_error::rank_too_large, "kiln::einsum: more letters than max_rank");
-  static_assert(E != einsum_error::repeated_letter,
-                "kiln::einsum: a letter twice in one operand (diagonals) is not supported");
+  static_assert(E != einsum_error::repeated_letter, "kiln::einsum: internal: a letter twice in one operand");
   static_assert(E != einsum_error::bad_character,
-                "kiln::einsum: the equation has a character other than letters, ',', '->' and spaces (no '...')");
+                "kiln::einsum: the equation has a character other than letters, ',', '->', '...' (once a term) and "
+                "spaces");
   static_assert(E != einsum_error::operand_count, "kiln::einsum: the equation names another number of operands");
   static_assert(E != einsum_error::rank_mismatch, "kiln::einsum: an operand's letters do not match its rank");
   static_assert(E != einsum_error::dyn_extent, "kiln::einsum: static extents only");
-  static_assert(E != einsum_error::extent_mismatch, "kiln::einsum: a letter with two different extents");
+  static_assert(E != einsum_error::extent_mismatch,
+                "kiln::einsum: a letter with two different extents (other than 1, which broadcasts)");
   static_assert(E != einsum_error::unknown_output_letter, "kiln::einsum: an output letter that no operand has");
   static_assert(E != einsum_error::internal, "kiln::einsum: internal: the kept letters are not the output's");
   return E == einsum_error::none;
@@ -1129,20 +1423,24 @@ inline constexpr auto output_perm = [] {
 }();
 }  // namespace detail
 
-/// torch.einsum(Eq, a[, b]): one or two operands, letters for axes, an optional "->output"
-/// (else the letters that appear once, alphabetically). Letters an operand has alone are summed
-/// first; two operands are then one batched matmul of the operands permuted and reshaped to
-/// [batch, m, k] and [batch, k, n] (batch: letters of both and the output; k: of both, not the
-/// output), whose result is permuted to the output. Static extents, a letter's extents equal
-/// wherever it appears (no broadcasting), no repeated letter in one operand, no "...".
+/// torch.einsum(Eq, a[, b]): one or two operands, letters for axes, "..." for the axes no letter
+/// names (broadcast across operands, right-aligned), an optional "->output" (else "..." and
+/// then the letters that appear once, alphabetically). A letter twice in one operand takes a
+/// diagonal; an extent of 1 broadcasts against the letter's extent elsewhere. Letters an operand
+/// has alone are summed first; two operands are then one batched matmul of the operands
+/// permuted and reshaped to [batch, m, k] and [batch, k, n] (batch: letters of both and the
+/// output; k: of both, not the output), whose result is permuted to the output. Static extents.
 template <fixed_string Eq, tensor_operand A>
 constexpr auto einsum(const A& a) {
   using EA = detail::expr_t<A>;
-  constexpr detail::einsum_plan p = detail::plan_einsum<Eq>(EA::shape, dims{}, 1);
+  constexpr detail::einsum_prep q = detail::prep_einsum<Eq>(EA::shape, dims{}, 1);
+  constexpr detail::einsum_plan p = q.error != detail::einsum_error::none
+                                        ? detail::einsum_plan{q.error}
+                                        : detail::plan_einsum(q.view(), q.target[0], dims{}, 1);
   if constexpr (!detail::einsum_ok<p.error, as_shape<EA::shape>, void>()) {
     return ex::invalid<EA::dt>{};
   } else {
-    const auto s = detail::sum_mask<p.summed[0]>(a);
+    const auto s = detail::sum_mask<p.summed[0]>(detail::einsum_operand<q, 0>(a));
     return detail::permute_by<detail::output_perm<p>>(s, std::make_index_sequence<static_cast<std::size_t>(p.out_rank)>{});
   }
 }
@@ -1150,14 +1448,19 @@ template <fixed_string Eq, tensor_operand A, tensor_operand B>
 constexpr auto einsum(const A& a, const B& b) {
   using EA = detail::expr_t<A>;
   using EB = detail::expr_t<B>;
-  constexpr detail::einsum_plan p = detail::plan_einsum<Eq>(EA::shape, EB::shape, 2);
+  constexpr detail::einsum_prep q = detail::prep_einsum<Eq>(EA::shape, EB::shape, 2);
+  constexpr detail::einsum_plan p = q.error != detail::einsum_error::none
+                                        ? detail::einsum_plan{q.error}
+                                        : detail::plan_einsum(q.view(), q.target[0], q.target[1], 2);
   if constexpr (!detail::einsum_ok<p.error, as_shape<EA::shape>, as_shape<EB::shape>>()) {
     return ex::invalid<promote(EA::dt, EB::dt)>{};
   } else {
-    const auto sa = detail::permute_by<detail::operand_perm<p, 0>>(detail::sum_mask<p.summed[0]>(a),
-                                                                   std::make_index_sequence<static_cast<std::size_t>(p.kept[0])>{});
-    const auto sb = detail::permute_by<detail::operand_perm<p, 1>>(detail::sum_mask<p.summed[1]>(b),
-                                                                   std::make_index_sequence<static_cast<std::size_t>(p.kept[1])>{});
+    const auto sa = detail::permute_by<detail::operand_perm<p, 0>>(
+        detail::sum_mask<p.summed[0]>(detail::einsum_operand<q, 0>(a)),
+        std::make_index_sequence<static_cast<std::size_t>(p.kept[0])>{});
+    const auto sb = detail::permute_by<detail::operand_perm<p, 1>>(
+        detail::sum_mask<p.summed[1]>(detail::einsum_operand<q, 1>(b)),
+        std::make_index_sequence<static_cast<std::size_t>(p.kept[1])>{});
     const auto prod = matmul(detail::reshape_dims<dims{p.batch, p.m, p.k}>(sa), detail::reshape_dims<dims{p.batch, p.k, p.n}>(sb));
     const auto mid = detail::reshape_dims<p.mid>(prod);
     return detail::permute_by<detail::output_perm<p>>(mid, std::make_index_sequence<static_cast<std::size_t>(p.out_rank)>{});

@@ -6,7 +6,9 @@
 // checks them against PyTorch.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <limits>
 #include <tuple>
 #include <utility>
 
@@ -205,6 +207,135 @@ constexpr auto interpolate(const X& x) {
   static_assert(is_floating(E::dt), "kiln::interpolate: a floating point input");
   if constexpr (Mode == interpolation::nearest) return detail::nearest_along<3, W>(detail::nearest_along<2, H>(x));
   else return detail::linear_along<3, W>(detail::linear_along<2, H>(x));
+}
+
+// ---- pooling with options ----------------------------------------------------------------------
+
+/// Two extents of a 2-D window, height and width; one value stands for both (PyTorch's int or
+/// pair).
+struct size2 {
+  index_t h = 0, w = 0;
+  constexpr size2() = default;
+  constexpr size2(index_t both) : h(both), w(both) {}  // implicit: `.kernel = 3`
+  constexpr size2(index_t height, index_t width) : h(height), w(width) {}
+};
+
+/// torch.nn.functional.max_pool2d's and avg_pool2d's arguments: kernel, stride (0: the kernel's),
+/// padding (at most half the kernel), dilation (max only), ceil_mode (windows that start inside
+/// the input or its leading padding may hang over the end), count_include_pad and
+/// divisor_override (avg only; 0: none). As a template argument:
+///   max_pool2d<pool2d_options{.kernel = {3, 2}, .stride = 2, .ceil_mode = true}>(x)
+struct pool2d_options {
+  size2 kernel = 1, stride = 0, padding = 0, dilation = 1;
+  bool ceil_mode = false, count_include_pad = true;
+  index_t divisor_override = 0;
+};
+
+/// A pool2d_options carried in one type for error messages.
+template <pool2d_options O> struct pool_args {};
+
+namespace detail {
+constexpr pool2d_options with_stride(pool2d_options o) {
+  if (o.stride.h == 0) o.stride.h = o.kernel.h;
+  if (o.stride.w == 0) o.stride.w = o.kernel.w;
+  return o;
+}
+/// PyTorch's output extent (pooling_output_shape): with ceil_mode the last window may hang over
+/// the padded end but starts inside the input or its leading padding. 0: no window fits.
+constexpr index_t pooled_extent(index_t n, index_t k, index_t s, index_t p, index_t d, bool ceil) {
+  const index_t room = n + 2 * p - (d * (k - 1) + 1);
+  if (room < 0) return 0;
+  index_t out = (room + (ceil ? s - 1 : 0)) / s + 1;
+  if (ceil && (out - 1) * s >= n + p) --out;
+  return out;
+}
+/// How far the last window reaches past the padded end (ceil_mode only).
+constexpr index_t overhang(index_t n, index_t k, index_t s, index_t p, index_t d, bool ceil) {
+  const index_t reach = (pooled_extent(n, k, s, p, d, ceil) - 1) * s + d * (k - 1) + 1;
+  return reach > n + 2 * p ? reach - n - 2 * p : 0;
+}
+constexpr bool pool_options_fit(const dims& x, pool2d_options o, bool is_max) {
+  if (x.poisoned()) return true;
+  if (x.rank != 4 || x.e[1] == dyn || x.e[2] == dyn || x.e[3] == dyn) return false;
+  const bool ranges = o.kernel.h >= 1 && o.kernel.w >= 1 && o.stride.h >= 1 && o.stride.w >= 1 &&
+                      o.padding.h >= 0 && o.padding.w >= 0 && 2 * o.padding.h <= o.kernel.h &&
+                      2 * o.padding.w <= o.kernel.w && o.dilation.h >= 1 && o.dilation.w >= 1 &&
+                      o.divisor_override >= 0 && window2d{o.kernel.h, o.kernel.w, o.stride.h, o.stride.w, o.padding.h, o.padding.w, o.dilation.h, o.dilation.w}.valid();
+  const bool kind = is_max ? o.count_include_pad && o.divisor_override == 0 : o.dilation.h == 1 && o.dilation.w == 1;
+  return ranges && kind && pooled_extent(x.e[2], o.kernel.h, o.stride.h, o.padding.h, o.dilation.h, o.ceil_mode) >= 1 &&
+         pooled_extent(x.e[3], o.kernel.w, o.stride.w, o.padding.w, o.dilation.w, o.ceil_mode) >= 1;
+}
+/// The number of elements avg_pool2d divides window i's sum by along one axis (extent n), as
+/// PyTorch counts them: the window clipped to the padded axis, or to the input without
+/// count_include_pad; i64 [Out].
+template <index_t N, index_t K, index_t S, index_t P, bool IncludePad, index_t Out>
+constexpr auto window_counts() {
+  const auto start = arange<Out>() * k<dtype::i64, S> - k<dtype::i64, P>;
+  if constexpr (IncludePad) return min(start + k<dtype::i64, K>, k<dtype::i64, N + P>) - start;
+  else return min(start + k<dtype::i64, K>, k<dtype::i64, N>) - max(start, k<dtype::i64, 0>);
+}
+/// Whether every window along an axis counts K elements (so the divisor is the kernel's size).
+constexpr bool full_windows(index_t n, index_t k, index_t s, index_t p, bool include_pad, bool ceil) {
+  const index_t out = pooled_extent(n, k, s, p, 1, ceil);
+  for (index_t i = 0; i < out; ++i) {
+    const index_t start = i * s - p;
+    const index_t end = include_pad ? std::min(start + k, n + p) : std::min(start + k, n);
+    if (end - (include_pad ? start : std::max(start, index_t{0})) != k) return false;
+  }
+  return true;
+}
+template <pool2d_options O, bool IsMax, class X>
+constexpr auto pool_with(const X& x) {
+  using E = expr_t<X>;
+  constexpr op o = IsMax ? op::max_pool2d : op::avg_pool2d;
+  constexpr bool ok = pool_options_fit(E::shape, O, IsMax);
+  (void)error::pool_options_do_not_fit<o, as_shape<E::shape>, pool_args<O>, ok>::value;
+  if constexpr (!ok || E::shape.poisoned()) {
+    return ex::invalid<float_result(E::dt)>{};
+  } else {
+    constexpr dims xs = E::shape;
+    constexpr window2d win{O.kernel.h, O.kernel.w, O.stride.h, O.stride.w, O.padding.h, O.padding.w,
+                           O.dilation.h, O.dilation.w};
+    constexpr index_t eh = overhang(xs.e[2], win.kh, win.sh, win.ph, win.dh, O.ceil_mode);
+    constexpr index_t ew = overhang(xs.e[3], win.kw, win.sw, win.pw, win.dw, O.ceil_mode);
+    constexpr dtype d = float_result(E::dt);
+    // the overhang of ceil_mode as more padding at the far ends: -inf for the maximum, 0 for a sum
+    const auto filler = [] {
+      if constexpr (IsMax) return lit<d, bits(-std::numeric_limits<double>::infinity())>;
+      else return k<d, 0>;
+    }();
+    const auto padded = pad_axis<2, 0, eh>(pad_axis<3, 0, ew>(to_dtype<d>(as_expr(x)), filler), filler);
+    const auto pooled = pool_node<o, win>(padded);
+    if constexpr (IsMax) {
+      return pooled;
+    } else if constexpr (O.divisor_override > 0) {
+      return pooled * k<d, win.kh * win.kw, O.divisor_override>;
+    } else if constexpr (full_windows(xs.e[2], win.kh, win.sh, win.ph, O.count_include_pad, O.ceil_mode) &&
+                         full_windows(xs.e[3], win.kw, win.sw, win.pw, O.count_include_pad, O.ceil_mode)) {
+      return pooled;  // every window divides by the kernel's size, as the node does
+    } else {
+      constexpr index_t ho = pooled_extent(xs.e[2], win.kh, win.sh, win.ph, 1, O.ceil_mode);
+      constexpr index_t wo = pooled_extent(xs.e[3], win.kw, win.sw, win.pw, 1, O.ceil_mode);
+      const auto ch = window_counts<xs.e[2], win.kh, win.sh, win.ph, O.count_include_pad, ho>();
+      const auto cw = window_counts<xs.e[3], win.kw, win.sw, win.pw, O.count_include_pad, wo>();
+      const auto counts = cast<d>(reshape<ho, 1>(ch) * cw);
+      return pooled * k<d, win.kh * win.kw> / counts;
+    }
+  }
+}
+}  // namespace detail
+
+/// torch.nn.functional.max_pool2d(x, kernel, stride, padding, dilation, ceil_mode) with its
+/// options (non-square windows among them); padding and any ceil_mode overhang count as -inf.
+template <pool2d_options O, tensor_operand X>
+constexpr auto max_pool2d(const X& x) {
+  return detail::pool_with<detail::with_stride(O), true>(x);
+}
+/// torch.nn.functional.avg_pool2d(x, kernel, stride, padding, ceil_mode, count_include_pad,
+/// divisor_override) with its options.
+template <pool2d_options O, tensor_operand X>
+constexpr auto avg_pool2d(const X& x) {
+  return detail::pool_with<detail::with_stride(O), false>(x);
 }
 
 // ---- reductions with indices -------------------------------------------------------------------

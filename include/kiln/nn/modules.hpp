@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "../eval.hpp"
+#include "../graph/expr_derived_nn.hpp"
 #include "init.hpp"
 
 namespace kiln::nn {
@@ -166,6 +167,14 @@ template <index_t K, index_t S>
 struct avg_pool2d_fn {
   template <class X> constexpr auto operator()(const X& x) const { return kiln::avg_pool2d<K, S>(x); }
 };
+template <pool2d_options O>
+struct max_pool2d_with_fn {
+  template <class X> constexpr auto operator()(const X& x) const { return kiln::max_pool2d<O>(x); }
+};
+template <pool2d_options O>
+struct avg_pool2d_with_fn {
+  template <class X> constexpr auto operator()(const X& x) const { return kiln::avg_pool2d<O>(x); }
+};
 /// [n, ...] -> [n, product of the rest] (the rest static).
 struct flatten_fn {
   template <class X>
@@ -195,6 +204,12 @@ template <index_t K, index_t S = K>
 using max_pool2d = activation<detail::max_pool2d_fn<K, S>>;
 template <index_t K, index_t S = K>
 using avg_pool2d = activation<detail::avg_pool2d_fn<K, S>>;
+/// torch.nn.MaxPool2d and AvgPool2d with all of PyTorch's arguments:
+/// nn::max_pool2d_with<pool2d_options{.kernel = 3, .stride = 2, .ceil_mode = true}>.
+template <pool2d_options O>
+using max_pool2d_with = activation<detail::max_pool2d_with_fn<O>>;
+template <pool2d_options O>
+using avg_pool2d_with = activation<detail::avg_pool2d_with_fn<O>>;
 /// torch.nn.Flatten: [n, c, h, w] -> [n, c h w].
 using flatten = activation<detail::flatten_fn>;
 

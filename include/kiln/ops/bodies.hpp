@@ -48,6 +48,13 @@ T integer_pow(T base, T e) {
   return r;
 }
 
+/// C's % for integers (the sign of a); a zero divisor throws, as PyTorch refuses it.
+template <class T>
+T integer_fmod(T a, T b) {
+  if (b == 0) throw std::domain_error("kiln: fmod: integer division by zero");
+  return b == T(-1) ? T(0) : static_cast<T>(a % b);  // (the lowest value % -1 overflows)
+}
+
 /// Whether unary op O has a body for values of type V (integers: neg, abs, relu only; the
 /// capture casts integers to f32 for the float functions).
 template <op O, class V>
@@ -97,7 +104,8 @@ KILN_ALWAYS_INLINE KILN_HD V unary(const V& x) {
 template <op O, class V>
 inline constexpr bool has_binary_body =
     std::is_same_v<V, bool> ? (O == op::max || O == op::min)
-    : std::is_integral_v<V> ? (O == op::add || O == op::sub || O == op::mul || O == op::max || O == op::min || O == op::pow)
+    : std::is_integral_v<V> ? (O == op::add || O == op::sub || O == op::mul || O == op::max || O == op::min || O == op::pow ||
+                               O == op::fmod)
                             : (O == op::add || O == op::sub || O == op::mul || O == op::div || O == op::max || O == op::min ||
                                O == op::pow || O == op::fmod || O == op::atan2);
 
@@ -117,6 +125,7 @@ KILN_ALWAYS_INLINE KILN_HD V binary(const V& a, const V& b) {
     else if constexpr (O == op::max) return a < b ? b : a;
     else if constexpr (O == op::min) return b < a ? b : a;
     else if constexpr (O == op::pow) return integer_pow(a, b);
+    else if constexpr (O == op::fmod) return integer_fmod(a, b);
     else static_assert(O == op::add, "kiln: integer division reaches no backend (capture divides in f32)");
   } else {
     if constexpr (O == op::add) return a + b;
