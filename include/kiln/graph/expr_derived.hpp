@@ -636,7 +636,7 @@ constexpr index_t stride_of(const dims& s, int axis) {
 /// For each element of it (rank r, extents at most xs's on every axis but the last), the flat
 /// offset in a contiguous xs of the start of its line along the last axis.
 template <dims XS, class I, int... D>
-constexpr auto line_offsets(const I& it, std::integer_sequence<int, D...>) {
+constexpr auto line_offsets([[maybe_unused]] const I& it, std::integer_sequence<int, D...>) {
   constexpr dims is = expr_t<I>::shape;
   constexpr bool same_lines = ((is.e[D] == XS.e[D]) && ...);
   if constexpr (sizeof...(D) == 0) {
@@ -687,7 +687,7 @@ constexpr auto crop_to(const X& x, std::integer_sequence<int, D...>) {
   if constexpr (sizeof...(D) == 0) {
     return as_expr(x);
   } else {
-    constexpr int a = (D, ...);  // the last axis
+    constexpr int a = static_cast<int>(sizeof...(D)) - 1;  // the last axis (D is 0, 1, ...)
     constexpr dims xs = expr_t<X>::shape;
     const auto inner = crop_to<S>(x, std::make_integer_sequence<int, a>{});
     if constexpr (xs.e[a] == S.e[a]) return inner;
@@ -1033,7 +1033,7 @@ constexpr auto unbind(const X& x) {
 namespace detail {
 /// What is wrong with an einsum equation (or its operands' shapes).
 enum class einsum_error {
-  none, too_many_operands, bad_output, rank_too_large, repeated_letter, bad_character, operand_count,
+  none, too_many_operands, bad_output, rank_too_large, bad_character, operand_count,
   rank_mismatch, dyn_extent, extent_mismatch, unknown_output_letter, internal
 };
 
@@ -1068,12 +1068,12 @@ constexpr bool has_letter(const char* s, int n, char c) {
 /// extents of 1 broadcast to the letter's extent elsewhere (torch.einsum's rules).
 struct einsum_prep {
   einsum_error error = einsum_error::none;
-  char text[4 * max_rank + 8]{};  ///< the plain equation: "abc,cd->abd"
-  int len = 0;
+  int operands = 0;
+  char letters[3][max_rank]{};    ///< the plain equation: each operand's letters, then the output's,
+  int rank[3]{};                  ///< none twice in one term
   int diag_count[2]{};            ///< per operand, its diagonals taken in order: axes (a, b), a < b,
   int diag[2][max_rank][2]{};     ///< each moving the diagonal to the last axis
   dims target[2];                 ///< each operand's shape after its diagonals, broadcast
-  constexpr std::string_view view() const { return {text, static_cast<std::size_t>(len)}; }
 };
 
 constexpr bool is_letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
@@ -1191,13 +1191,11 @@ constexpr einsum_prep prep_einsum(dims s0, dims s1, int operands) {
   }
   for (int o = 0; o < operands; ++o)
     for (int a = 0; a < rank[o]; ++a) q.target[o].e[a] = extent[static_cast<int>(letters[o][a])];
+  q.operands = operands;
   for (int o = 0; o < 3; ++o) {
-    if (o == 1 && operands == 1) continue;
-    if (o > 0) {
-      if (o == 1) q.text[q.len++] = ',';
-      else q.text[q.len++] = '-', q.text[q.len++] = '>';
-    }
-    for (int a = 0; a < rank[o]; ++a) q.text[q.len++] = letters[o][a];
+    if (rank[o] > max_rank) return q.error = einsum_error::rank_too_large, q;
+    q.rank[o] = rank[o];
+    for (int a = 0; a < rank[o]; ++a) q.letters[o][a] = letters[o][a];
   }
   return q;
 }
@@ -1243,57 +1241,26 @@ constexpr auto einsum_operand(const X& x) {
   }
 }
 
-constexpr einsum_plan plan_einsum(std::string_view eq, dims s0, dims s1, int operands) {
+/// The plan of a plain equation (einsum_prep's letters, its operands' target shapes).
+constexpr einsum_plan plan_einsum(const einsum_prep& q) {
   einsum_plan p;
-  // parse: letters, ',' between operands, optional '->' and output; spaces ignored
-  int op_i = 0;
-  bool arrow = false;
-  for (std::size_t i = 0; i < eq.size(); ++i) {
-    const char c = eq[i];
-    if (c == ' ') continue;
-    if (c == ',' && !arrow) {
-      if (++op_i > 1) return p.error = einsum_error::too_many_operands, p;
-    } else if (c == '-' && i + 1 < eq.size() && eq[i + 1] == '>' && !arrow) {
-      arrow = true;
-      ++i;
-    } else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
-      if (arrow) {
-        if (p.out_rank == max_rank || has_letter(p.out, p.out_rank, c))
-          return p.error = einsum_error::bad_output, p;
-        p.out[p.out_rank++] = c;
-      } else {
-        if (p.rank[op_i] == max_rank) return p.error = einsum_error::rank_too_large, p;
-        if (has_letter(p.letters[op_i], p.rank[op_i], c))
-          return p.error = einsum_error::repeated_letter, p;
-        p.letters[op_i][p.rank[op_i]++] = c;
-      }
-    } else {
-      return p.error = einsum_error::bad_character, p;
-    }
+  if (q.error != einsum_error::none) return p.error = q.error, p;
+  p.operands = q.operands;
+  for (int o = 0; o < q.operands; ++o) {
+    p.rank[o] = q.rank[o];
+    for (int a = 0; a < q.rank[o]; ++a) p.letters[o][a] = q.letters[o][a];
   }
-  p.operands = op_i + 1;
-  if (p.operands != operands) return p.error = einsum_error::operand_count, p;
-  const dims shapes[2] = {s0, s1};
-  for (int o = 0; o < p.operands; ++o)
-    if (p.rank[o] != shapes[o].rank) return p.error = einsum_error::rank_mismatch, p;
+  for (int i = 0; i < q.rank[2]; ++i) {
+    if (has_letter(p.out, p.out_rank, q.letters[2][i])) return p.error = einsum_error::bad_output, p;
+    p.out[p.out_rank++] = q.letters[2][i];
+  }
+  const dims* shapes = q.target;
   // the extent of each letter, the same wherever it appears
+  // the extent of each letter (the targets agree: einsum_prep broadcast them)
   index_t extent[128]{};
   for (int c = 0; c < 128; ++c) extent[c] = -2;
   for (int o = 0; o < p.operands; ++o)
-    for (int a = 0; a < p.rank[o]; ++a) {
-      const index_t e = shapes[o].e[a];
-      index_t& x = extent[static_cast<int>(p.letters[o][a])];
-      if (e == dyn) return p.error = einsum_error::dyn_extent, p;
-      if (x != -2 && x != e) return p.error = einsum_error::extent_mismatch, p;
-      x = e;
-    }
-  if (!arrow) {  // implicit output: the letters that appear once, in alphabetical order
-    for (int c = 0; c < 128; ++c) {
-      int count = 0;
-      for (int o = 0; o < p.operands; ++o) count += has_letter(p.letters[o], p.rank[o], static_cast<char>(c));
-      if (count == 1) p.out[p.out_rank++] = static_cast<char>(c);
-    }
-  }
+    for (int a = 0; a < p.rank[o]; ++a) extent[static_cast<int>(p.letters[o][a])] = shapes[o].e[a];
   for (int i = 0; i < p.out_rank; ++i)
     if (extent[static_cast<int>(p.out[i])] == -2) return p.error = einsum_error::unknown_output_letter, p;
   auto in_other = [&](int o, char c) { return p.operands == 2 && has_letter(p.letters[1 - o], p.rank[1 - o], c); };
@@ -1373,7 +1340,6 @@ constexpr bool einsum_ok() {
   static_assert(E != einsum_error::too_many_operands, "kiln::einsum: at most two operands");
   static_assert(E != einsum_error::bad_output, "kiln::einsum: an output letter twice, or more than max_rank");
   static_assert(E != einsum_error::rank_too_large, "kiln::einsum: more letters than max_rank");
-  static_assert(E != einsum_error::repeated_letter, "kiln::einsum: internal: a letter twice in one operand");
   static_assert(E != einsum_error::bad_character,
                 "kiln::einsum: the equation has a character other than letters, ',', '->', '...' (once a term) and "
                 "spaces");
@@ -1434,9 +1400,7 @@ template <fixed_string Eq, tensor_operand A>
 constexpr auto einsum(const A& a) {
   using EA = detail::expr_t<A>;
   constexpr detail::einsum_prep q = detail::prep_einsum<Eq>(EA::shape, dims{}, 1);
-  constexpr detail::einsum_plan p = q.error != detail::einsum_error::none
-                                        ? detail::einsum_plan{q.error}
-                                        : detail::plan_einsum(q.view(), q.target[0], dims{}, 1);
+  constexpr detail::einsum_plan p = detail::plan_einsum(q);
   if constexpr (!detail::einsum_ok<p.error, as_shape<EA::shape>, void>()) {
     return ex::invalid<EA::dt>{};
   } else {
@@ -1449,9 +1413,7 @@ constexpr auto einsum(const A& a, const B& b) {
   using EA = detail::expr_t<A>;
   using EB = detail::expr_t<B>;
   constexpr detail::einsum_prep q = detail::prep_einsum<Eq>(EA::shape, EB::shape, 2);
-  constexpr detail::einsum_plan p = q.error != detail::einsum_error::none
-                                        ? detail::einsum_plan{q.error}
-                                        : detail::plan_einsum(q.view(), q.target[0], q.target[1], 2);
+  constexpr detail::einsum_plan p = detail::plan_einsum(q);
   if constexpr (!detail::einsum_ok<p.error, as_shape<EA::shape>, as_shape<EB::shape>>()) {
     return ex::invalid<promote(EA::dt, EB::dt)>{};
   } else {
