@@ -633,10 +633,10 @@ constexpr index_t stride_of(const dims& s, int axis) {
   for (int i = axis + 1; i < s.rank; ++i) n *= s.e[i];
   return n;
 }
-/// For each element of it (rank r, extents at most xs's on every axis but the last), the flat
-/// offset in a contiguous xs of the start of its line along the last axis.
+/// For each element of it (rank r, extents at most XS's on every axis but the last), the flat
+/// offset in a contiguous XS of the start of its line along the last axis.
 template <dims XS, class I, int... D>
-constexpr auto line_offsets([[maybe_unused]] const I& it, std::integer_sequence<int, D...>) {
+constexpr auto line_offsets(std::integer_sequence<int, D...>) {
   constexpr dims is = expr_t<I>::shape;
   constexpr bool same_lines = ((is.e[D] == XS.e[D]) && ...);
   if constexpr (sizeof...(D) == 0) {
@@ -648,11 +648,25 @@ constexpr auto line_offsets([[maybe_unused]] const I& it, std::integer_sequence<
     return ((reshape_dims<unit_but(XS.rank, D, is.e[D])>(arange<is.e[D]>() * k<dtype::i64, stride_of(XS, D)>)) + ...);
   }
 }
+/// The positions in a contiguous XS flattened that it (indices along XS's last axis) names.
+/// Checked: an index outside [0, extent) is sent to -1, which gather and scatter_add reject
+/// (std::out_of_range) before they write anything, rather than into another line.
+template <dims XS, bool Checked, class I>
+constexpr auto flat_indices(const I& it) {
+  const auto offsets = line_offsets<XS, I>(std::make_integer_sequence<int, XS.rank - 1>{});
+  if constexpr (Checked) {
+    const auto i = cast<dtype::i64>(it);
+    const auto inside = logical_and(ge(i, k<dtype::i64, 0>), lt(i, k<dtype::i64, XS.e[XS.rank - 1]>));
+    return where(inside, i + offsets, k<dtype::i64, -1>);
+  } else {
+    return it + offsets;
+  }
+}
 /// x's values along axis A taken at the positions that idx names along that axis (idx of x's
 /// rank, its extents at most x's on the other axes: torch.gather), through one gather over x
 /// flattened with each line's offset added to its indices, so that the gradient is a
-/// scatter_add back to where each value came from. Checked: an index outside [0, extent) is
-/// sent to -1, which the gather rejects (std::out_of_range) before it writes anything.
+/// scatter_add back to where each value came from. Checked: indices outside the axis throw
+/// (flat_indices).
 template <int A, bool Checked, class X, class I>
 constexpr auto take_along(const X& x, const I& idx) {
   using E = expr_t<X>;
@@ -661,16 +675,7 @@ constexpr auto take_along(const X& x, const I& idx) {
   const auto xt = transpose<A, r - 1>(as_expr(x));  // the axis last
   const auto it = transpose<A, r - 1>(as_expr(idx));
   constexpr dims st = expr_t<decltype(xt)>::shape;
-  const auto offsets = line_offsets<st>(it, std::make_integer_sequence<int, r - 1>{});
-  const auto flat = reshape<st.numel()>(xt);
-  if constexpr (Checked) {
-    constexpr index_t n = st.e[r - 1];
-    const auto i = cast<dtype::i64>(it);
-    const auto inside = logical_and(ge(i, k<dtype::i64, 0>), lt(i, k<dtype::i64, n>));
-    return transpose<A, r - 1>(gather(flat, where(inside, i + offsets, k<dtype::i64, -1>)));
-  } else {
-    return transpose<A, r - 1>(gather(flat, it + offsets));
-  }
+  return transpose<A, r - 1>(gather(reshape<st.numel()>(xt), flat_indices<st, Checked>(it)));
 }
 /// Whether idx fits x for torch.gather / scatter_add along axis a: the same rank, integer, and
 /// extents at most x's on every other axis (and at most src's on every axis, for scatter_add).
@@ -680,6 +685,18 @@ constexpr bool along_fits(const dims& x, const dims& idx, int a, const dims& src
   for (int i = 0; i < x.rank; ++i)
     if ((i != a && idx.e[i] > x.e[i]) || (src.rank > 0 && (src.rank != x.rank || idx.e[i] > src.e[i]))) return false;
   return true;
+}
+/// gather<Axis>'s and scatter_add<Axis>'s compile-time checks (an error each), and whether they
+/// passed; Src: scatter_add's source shape (rank 0 for gather).
+template <op O, int Axis, class E, class EI, dims Src>
+constexpr bool along_ok() {
+  constexpr int r = E::shape.rank;
+  static_assert(E::shape.poisoned() || (r > 0 && axes_valid<Axis>(r)), "kiln::gather/scatter_add: axis out of range");
+  constexpr bool int_ok = is_integral(EI::dt) && EI::dt != dtype::boolean;
+  constexpr bool fit_ok = along_fits(E::shape, EI::shape, normal_axis(Axis, r), Src);
+  (void)error::indices_must_be_integers<O, EI::dt, int_ok>::value;
+  (void)error::gather_along_shapes_do_not_match<O, as_shape<E::shape>, as_shape<EI::shape>, axes<Axis>, fit_ok>::value;
+  return int_ok && fit_ok;
 }
 /// The first idx.e[i] elements of x along every axis i.
 template <dims S, class X, int... D>
@@ -703,16 +720,8 @@ constexpr auto crop_to(const X& x, std::integer_sequence<int, D...>) {
 template <int Axis, tensor_operand X, tensor_operand I>
 constexpr auto gather(const X& x, const I& index) {
   using E = detail::expr_t<X>;
-  using EI = detail::expr_t<I>;
-  constexpr int r = E::shape.rank;
-  static_assert(E::shape.poisoned() || (r > 0 && detail::axes_valid<Axis>(r)), "kiln::gather: axis out of range");
-  constexpr int a = detail::normal_axis(Axis, r);
-  constexpr bool int_ok = is_integral(EI::dt) && EI::dt != dtype::boolean;
-  constexpr bool fit_ok = detail::along_fits(E::shape, EI::shape, a, dims{});
-  (void)error::indices_must_be_integers<op::gather, EI::dt, int_ok>::value;
-  (void)error::gather_along_shapes_do_not_match<op::gather, as_shape<E::shape>, as_shape<EI::shape>, axes<Axis>, fit_ok>::value;
-  if constexpr (!(int_ok && fit_ok)) return ex::invalid<E::dt>{};
-  else return detail::take_along<a, true>(x, index);
+  if constexpr (!detail::along_ok<op::gather, Axis, E, detail::expr_t<I>, dims{}>()) return ex::invalid<E::dt>{};
+  else return detail::take_along<detail::normal_axis(Axis, E::shape.rank), true>(x, index);
 }
 
 /// torch.scatter_add(x, Axis, index, src): x with src[..., i, ...] added at x[..., index[...,
@@ -724,28 +733,16 @@ template <int Axis, tensor_operand X, tensor_operand I, tensor_operand S>
 constexpr auto scatter_add(const X& x, const I& index, const S& src) {
   using E = detail::expr_t<X>;
   using EI = detail::expr_t<I>;
-  using ES = detail::expr_t<S>;
-  constexpr int r = E::shape.rank;
-  static_assert(E::shape.poisoned() || (r > 0 && detail::axes_valid<Axis>(r)), "kiln::scatter_add: axis out of range");
-  constexpr int a = detail::normal_axis(Axis, r);
-  constexpr bool int_ok = is_integral(EI::dt) && EI::dt != dtype::boolean;
-  constexpr bool fit_ok = detail::along_fits(E::shape, EI::shape, a, ES::shape);
-  (void)error::indices_must_be_integers<op::scatter_add, EI::dt, int_ok>::value;
-  (void)error::gather_along_shapes_do_not_match<op::scatter_add, as_shape<E::shape>, as_shape<EI::shape>, axes<Axis>, fit_ok>::value;
-  if constexpr (!(int_ok && fit_ok)) {
+  if constexpr (!detail::along_ok<op::scatter_add, Axis, E, EI, detail::expr_t<S>::shape>()) {
     return ex::invalid<E::dt>{};
   } else {
+    constexpr int r = E::shape.rank, a = detail::normal_axis(Axis, r);
     const auto xt = transpose<a, r - 1>(as_expr(x));
     const auto it = transpose<a, r - 1>(as_expr(index));
     const auto srct = transpose<a, r - 1>(
         to_dtype<E::dt>(detail::crop_to<EI::shape>(src, std::make_integer_sequence<int, r>{})));
     constexpr dims st = detail::expr_t<decltype(xt)>::shape;
-    constexpr index_t n = st.e[r - 1];
-    const auto offsets = detail::line_offsets<st>(it, std::make_integer_sequence<int, r - 1>{});
-    const auto i = cast<dtype::i64>(it);
-    const auto inside = logical_and(ge(i, detail::k<dtype::i64, 0>), lt(i, detail::k<dtype::i64, n>));
-    const auto flat = reshape<st.numel()>(xt);
-    const auto added = scatter_add(where(inside, i + offsets, detail::k<dtype::i64, -1>), srct, flat);
+    const auto added = scatter_add(detail::flat_indices<st, true>(it), srct, reshape<st.numel()>(xt));
     return x + transpose<a, r - 1>(detail::reshape_dims<st>(added));
   }
 }
