@@ -32,6 +32,7 @@
 #include <cstdlib>
 #include <exception>
 #include <numeric>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -164,6 +165,43 @@ void use_workload(int s) {
                                         : compare(cur.checks[i], cur.checks[i == 0 ? 1 : 0], d.init));
 }
 
+// ---- the hand-off to bench/torch_rows.py (the current PyTorch from PyPI, eager and compiled) ----
+// $KILN_BENCH_HANDOFF names a directory: for each workload the binary writes there what the
+// Python rows need to train the same model on the same batches from the same weights and to
+// compare their first step with kiln's: <workload>.json (sizes, kiln's first loss) and raw
+// little-endian files: <workload>.x (f32 [batches batch, 784]), .y (i64), .init.<q> and
+// .kiln.<q> (f32: parameter q before and after kiln's first step).
+
+void write_raw(const std::string& path, const void* p, std::size_t bytes) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f || std::fwrite(p, 1, bytes, f) != bytes || std::fclose(f) != 0)
+    throw std::runtime_error("bench_train: cannot write " + path);
+}
+
+void write_handoff(const std::string& dir) {
+  const train_data& d = cur.d;
+  const std::string base = dir + "/" + d.name;
+  write_raw(base + ".x", d.x.data(), d.x.size() * sizeof(float));
+  write_raw(base + ".y", d.y.data(), d.y.size() * sizeof(std::int64_t));
+  std::string json = "{\"workload\": \"" + d.name + "\", \"batch\": " + std::to_string(d.batch) +
+                     ", \"batches\": " + std::to_string(d.batches) + ", \"in\": " + std::to_string(train_in) +
+                     ", \"h1\": " + std::to_string(train_h1) + ", \"h2\": " + std::to_string(train_h2) +
+                     ", \"out\": " + std::to_string(train_out) + ", \"threads\": " + std::to_string(opt.threads) +
+                     ", \"tolerance\": 1e-4";
+  char loss[64];
+  std::snprintf(loss, sizeof loss, "%.17g", cur.checks[0].loss);
+  json += std::string(", \"kiln_loss\": ") + loss + ", \"params\": [";
+  for (int q = 0; q < train_params; ++q) {
+    const auto u = static_cast<std::size_t>(q);
+    write_raw(base + ".init." + std::to_string(q), d.init[u].data(), d.init[u].size() * sizeof(float));
+    write_raw(base + ".kiln." + std::to_string(q), cur.checks[0].params[u].data(),
+              cur.checks[0].params[u].size() * sizeof(float));
+    json += std::string(q ? ", " : "") + "\"" + train_param_names[q] + "\"";
+  }
+  json += "]}\n";
+  write_raw(base + ".json", json.data(), json.size());
+}
+
 // Issue 4's f32 tolerance for reductions and GEMMs.
 constexpr double tolerance = 1e-4;
 
@@ -230,6 +268,19 @@ int main(int argc, char** argv) {
   const auto n = static_cast<std::int64_t>(labels.size());
   set_samples = std::min<std::int64_t>(n, opt.quick ? 2048 : 16384);
   order = shuffled(n, opt.seed);
+
+  if (const char* handoff = std::getenv("KILN_BENCH_HANDOFF"); handoff && *handoff) {
+    try {
+      for (int s = 0; s < static_cast<int>(batch_sizes.size()); ++s) {
+        use_workload(s);
+        write_handoff(handoff);
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "bench_train: error: %s\n", e.what());
+      return 1;
+    }
+    cur = current{};
+  }
 
   for (int s = 0; s < static_cast<int>(batch_sizes.size()); ++s)
     for (int i = 0; i < static_cast<int>(impls.size()); ++i) {

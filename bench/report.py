@@ -32,7 +32,7 @@ import os
 import statistics
 import sys
 
-IMPL_ORDER = ["kiln", "kiln-abi", "kiln-profiled", "kiln-unfused", "kiln-eager", "hand-fused", "eigen", "xtensor", "libtorch", "libtorch-sdpa",
+IMPL_ORDER = ["kiln", "kiln-abi", "kiln-profiled", "kiln-unfused", "kiln-eager", "hand-fused", "eigen", "xtensor", "libtorch", "libtorch-sdpa", "torch", "torch-compile",
               "openblas"]
 # The reference of the "vs" column: kiln when it was measured, else the roofline loop, else BLAS.
 REF_ORDER = ["kiln", "hand-fused", "openblas"]
@@ -97,6 +97,8 @@ def summarise(ctx, groups):
         entry["no_output"] = bool(b.get("no_output"))  # a limit row of a suite (export's read-weights)
         err = b.get("rel_error")
         entry["rel_error"] = None if err is None or err >= NOT_FINITE else err
+        if "first_step_seconds" in b:  # the first call's time, compiling included (bench/torch_rows.py)
+            entry["first_call_seconds"] = b["first_step_seconds"]
         tol = b.get("tolerance")
         if tol is not None:
             entry["tolerance"] = tol
@@ -111,7 +113,9 @@ def summarise(ctx, groups):
     prefix = {"GB/s": "limit_stream/", "GFLOP/s": "limit_flops/"}
     order = list(groups)  # run order
     first_of, last_of = {}, {}
-    for i, (workload, _) in enumerate(order):
+    for i, (workload, impl) in enumerate(order):
+        if groups[(workload, impl)].get("extra"):  # another process's rows: they ran after the binary
+            continue
         first_of.setdefault(workload, i)
         last_of[workload] = i
     when_at = [(i, k[1].split("@", 1)[1]) for i, k in enumerate(order) if k[0].startswith("limit_") and "@" in k[1]]
@@ -121,6 +125,8 @@ def summarise(ctx, groups):
             v = round_limits[workload]
             return v["rate"], f"{v['impl'].split(':', 1)[1]} in its rounds"
         if unit not in prefix or not when_at:
+            return None, None
+        if workload not in last_of:
             return None, None
         i = last_of[workload]
         after = next((w for j, w in when_at if j > i), when_at[-1][1])
@@ -203,6 +209,15 @@ def fmt(x, spec):
     return "n/a" if x is None else format(x, spec)
 
 
+def first_or_build(r):
+    """A row's one-time cost: the first call (torch.compile compiles in it) or the build (kiln)."""
+    if "first_call_seconds" in r:
+        return f"{r['first_call_seconds']:.2f} s first call"
+    if "build_seconds" in r:
+        return f"{r['build_seconds']:.1f} s build"
+    return "-"
+
+
 def markdown(suite, ctx, rows, limits, round_limits, quick, errors):
     by_tol = {}
     for r in rows:
@@ -232,6 +247,8 @@ def markdown(suite, ctx, rows, limits, round_limits, quick, errors):
         out.append(f"- build: {ctx['build']}")
     if "data" in ctx:
         out.append(f"- data: {ctx['data']}")
+    if "torch_note" in ctx:  # the rows of the current PyTorch (bench/torch_rows.py)
+        out.append(f"- {ctx['torch_note']}")
     if "workloads" in ctx:  # a suite whose workload names need a key (attention)
         out.append(f"- workloads: {ctx['workloads']}")
     if "rel_error_note" in ctx:  # a suite that explains its rates and errors itself (train)
@@ -261,10 +278,11 @@ def markdown(suite, ctx, rows, limits, round_limits, quick, errors):
                    + (f" (tolerance {tolerances}; bold: above it)" if tolerances else ""))
     out.append("")
     has_limits = any(r["limit"] for r in rows)
+    has_first = any("first_call_seconds" in r or "build_seconds" in r for r in rows)
     stream_paired = {r["workload"] for r in rows if "equal_stream_ratio" in r}
     has_equal_stream = bool(stream_paired)
     cols = ["workload", "impl", "median ms", "min-max ms", "rate"] + (["limit"] if has_limits else []) + \
-        ["of limit", "vs"] + (["vs at equal stream"] if has_equal_stream else []) + ["rel_error"]
+        ["of limit", "vs"] + (["vs at equal stream"] if has_equal_stream else []) + ["rel_error"] + (["first call or build"] if has_first else [])
     out.append("| " + " | ".join(cols) + " |")
     out.append("| --- | --- |" + " ---: |" * (len(cols) - 2))
     for r in rows:
@@ -286,7 +304,8 @@ def markdown(suite, ctx, rows, limits, round_limits, quick, errors):
             if has_limits else ""
         out.append(f"| {r['workload']} | {r['impl']} | {fmt_time(r['seconds'])} | "
                    f"{fmt_time(r['min_seconds'])}-{fmt_time(r['max_seconds'])} | "
-                   f"{r['rate']:.3g} {r['rate_unit']} |{limit} {fmt(r['fraction_of_limit'], '.1%')} | {vs} | {err} |")
+                   f"{r['rate']:.3g} {r['rate_unit']} |{limit} {fmt(r['fraction_of_limit'], '.1%')} | {vs} | {err} |"
+                   + (f" {first_or_build(r)} |" if has_first else ""))
     failed = [r for r in rows if r.get("within_tolerance") is False]
     if failed:
         out.append("")
@@ -376,14 +395,35 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--suite", required=True)
     ap.add_argument("--raw", required=True, help="Google Benchmark JSON (--benchmark_out)")
+    ap.add_argument("--extra-raw", action="append", default=[],
+                    help="more rows in the same layout, from another process of the same run (bench/torch_rows.py)")
+    ap.add_argument("--build-seconds", action="append", default=[], metavar="IMPL=S",
+                    help="the compile time of an implementation's translation unit (its rows' one-time cost)")
+    ap.add_argument("--skipped", action="append", default=[], metavar="WORKLOAD/IMPL: WHY",
+                    help="rows not measured, and why (listed under the table)")
     ap.add_argument("--out", required=True, help="directory for <suite>.json, .md, .png")
     args = ap.parse_args()
 
     ctx, groups, errors = load_runs(args.raw)
+    for extra in args.extra_raw:
+        extra_ctx, extra_groups, extra_errors = load_runs(extra)
+        for g in extra_groups.values():
+            g["extra"] = True
+        groups.update(extra_groups)
+        errors.update(extra_errors)
+        if "torch_note" in extra_ctx:
+            ctx["torch_note"] = extra_ctx["torch_note"]
     if not groups:
         sys.exit(f"report.py: no benchmark runs in {args.raw}")
+    if args.skipped:
+        ctx["skipped"] = ctx.get("skipped", "") + "".join(f"{x}\n" for x in args.skipped)
     quick = ctx.get("quick") == "true"
     rows, limits, round_limits = summarise(ctx, groups)
+    for spec in args.build_seconds:
+        impl, secs = spec.split("=", 1)
+        for r in rows:
+            if r["impl"] == impl:
+                r["build_seconds"] = float(secs)
     os.makedirs(args.out, exist_ok=True)
     base = os.path.join(args.out, args.suite)
     with open(base + ".json", "w") as f:

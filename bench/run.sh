@@ -17,6 +17,7 @@
 #
 # Environment: BUILD_DIR (build-bench), JOBS (parallel compile jobs; nproc), KILN_BENCH_THREADS
 # (threads of every implementation; 2, the cores of the machines the issue's targets are for),
+# KILN_BENCH_TORCH=0 (no rows of PyPI's torch; KILN_BENCH_TORCH_VENV: its virtual env, .venv-torch),
 # KILN_BENCH_REPS (repetitions; 5), KILN_BENCH_OPENBLAS_CORETYPE (OpenBLAS's kernels; the CPU's:
 # SkylakeX with AVX-512, Haswell with AVX2), PYTHON (a python3 with matplotlib; Debian's /usr/bin/python3),
 # CXX (compiler), and extra arguments for the binaries in KILN_BENCH_ARGS (e.g.
@@ -58,6 +59,7 @@ compiler=()
 [ -n "${CXX:-}" ] && compiler=(-DCMAKE_CXX_COMPILER="$CXX")
 
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_BENCHMARKS=ON -DKILN_BUILD_TESTS=OFF \
+  -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
   -DKILN_BUILD_EXAMPLES=OFF "${compiler[@]}" "${launcher[@]}" >/dev/null
 targets=()
 for s in "${suites[@]}"; do targets+=("bench_$s"); done
@@ -71,6 +73,12 @@ cmake --build "$dir" -j "$jobs" --target "${targets[@]}"
 unset KILN_BENCH_RESTARTED
 echo "run.sh: threads=$threads load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 
+# the suites with rows of the current PyTorch from PyPI (scripts/setup-bench.sh's virtual env)
+torch_suites=(train attention)
+# the unit holding kiln's rows of such a suite, whose compile time is their one-time cost
+declare -A kiln_unit=([train]=bench/train_kiln.cpp [attention]=bench/attention_kiln.cpp)
+torch_python=${KILN_BENCH_TORCH_VENV:-.venv-torch}/bin/python
+[ "${KILN_BENCH_TORCH:-1}" = 0 ] && torch_suites=()
 args=(--threads="$threads" --reps="$reps")
 results=bench/results
 if [ "$quick" = 1 ]; then
@@ -82,9 +90,29 @@ extra=(${KILN_BENCH_ARGS:-})
 for s in "${suites[@]}"; do
   raw=$dir/bench/$s-raw.json
   echo "run.sh: running bench_$s (raw results in $raw)"
+  # the current PyTorch's rows (bench/torch_rows.py) where the suite has them and PyPI's torch is
+  # installed: the binary hands over what they need, and they run right after it
+  handoff=""
+  if [[ " ${torch_suites[*]} " == *" $s "* ]] && "$torch_python" -c "import torch" 2>/dev/null; then
+    handoff=$dir/bench/$s-handoff
+    rm -rf "$handoff" && mkdir -p "$handoff"
+  fi
   # every repetition goes to the JSON file (report.py takes medians, minima and maxima from
   # them); the console shows the aggregates only
-  "$dir/bench/bench_$s" "${args[@]}" "${extra[@]}" \
+  KILN_BENCH_HANDOFF=$handoff "$dir/bench/bench_$s" "${args[@]}" "${extra[@]}" \
     --benchmark_display_aggregates_only=true --benchmark_out="$raw" --benchmark_out_format=json
-  "$python" bench/report.py --suite "$s" --raw "$raw" --out "$results"
+  report_args=()
+  if [[ " ${torch_suites[*]} " == *" $s "* ]] && [ -z "$handoff" ]; then
+    report_args+=(--skipped "$s/torch and torch-compile: PyPI's torch is not installed (scripts/setup-bench.sh)")
+  fi
+  if [ -n "$handoff" ]; then
+    echo "run.sh: running bench/torch_rows.py --suite $s with $torch_python"
+    torch_args=(--threads="$threads" --reps="$reps")
+    [ "$quick" = 1 ] && torch_args=(--threads="$threads" --reps=2 --min-time=0.05 --warmup=2 --quick)
+    "$torch_python" bench/torch_rows.py --suite "$s" --handoff "$handoff" "${torch_args[@]}" --out "$dir/bench/$s-torch.json"
+    report_args+=(--extra-raw "$dir/bench/$s-torch.json")
+    echo "run.sh: timing a fresh compile of ${kiln_unit[$s]}"
+    report_args+=(--build-seconds "kiln=$("$python" bench/unit_seconds.py "$dir/compile_commands.json" "${kiln_unit[$s]}")")
+  fi
+  "$python" bench/report.py --suite "$s" --raw "$raw" "${report_args[@]}" --out "$results"
 done

@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""The current PyTorch's rows of a benchmark suite: torch from PyPI, eager and torch.compile.
+
+    bench/torch_rows.py --suite train --handoff DIR --threads 2 --reps 5 --out raw.json
+
+bench/run.sh runs it right after the suite's own binary, in the same run, with the Python of the
+virtual environment that scripts/setup-bench.sh makes (KILN_BENCH_TORCH_VENV, .venv-torch by
+default), and merges what it writes into the suite's raw results before bench/report.py reads
+them. It writes Google Benchmark's JSON layout (report.py's conventions: one benchmark per
+repetition named "<workload>/<impl>", the counters amount, rate_scale, threads, rel_error and
+tolerance), so its rows land in the suite's table beside kiln's and libtorch 1.13's.
+
+Suites:
+- train: the MLP training step of bench_train (784-512-256-10, relu, mean cross-entropy,
+  torch.optim.Adam lr 1e-3), as a PyTorch user writes it: "torch" is eager; "torch-compile" is
+  the same loop with the model under torch.compile and the optimizer's step compiled too (the
+  recipe of PyTorch's tutorial "Compiling the optimizer"). bench_train hands over (directory
+  $KILN_BENCH_HANDOFF) each workload's batches, kiln's initial weights and kiln's weights after
+  its first step: both rows start from the same weights, take their first step on batch 0
+  untimed, and rel_error compares loss and weights with kiln's as bench_train compares libtorch's
+  (max of the loss's relative error and each parameter's L2 relative error).
+
+- attention: the attention suite's workloads (q, k, v [4, 8, T, 64], f32, scale 1/8, causal or
+  not, the forward alone or with the gradients of sum(y * r)): "torch" is PyTorch's own op,
+  torch.nn.functional.scaled_dot_product_attention (its fused CPU kernels), "torch-compile" the
+  attention as a user writes it (matmul, masked_fill, softmax, matmul) under torch.compile, which
+  rewrites it into the fused op. Inputs are drawn here (q, k uniform in [-2, 2), v, r in [-1, 1),
+  as bench_attention draws its own) and rel_error is against the same attention and gradients
+  computed in double, head by head, max|y - ref| / max|ref| over the outputs.
+
+A repetition runs steps for at least --min-time seconds after a warm-up (torch.compile compiles
+in the warm-up, which is not timed: its compile time is printed) and reports their mean.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+
+def parse():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--suite", required=True, choices=["train", "attention"])
+    ap.add_argument("--handoff", help="the directory the suite's binary wrote (train)")
+    ap.add_argument("--quick", action="store_true", help="the suites' --quick sizes")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--min-time", type=float, default=0.3)
+    ap.add_argument("--warmup", type=int, default=5, help="untimed steps before the repetitions")
+    ap.add_argument("--impls", default="torch,torch-compile")
+    ap.add_argument("--out", required=True)
+    return ap.parse_args()
+
+
+def rel_l2(a, b):
+    import torch
+    d = torch.linalg.vector_norm((a.double() - b.double())).item()
+    n = max(torch.linalg.vector_norm(b.double()).item(), 1e-30)
+    e = d / n
+    return e if e == e and e != float("inf") else 1e30
+
+
+def train_rows(args, torch):
+    import numpy as np
+    rows, notes = [], []
+    names = sorted(f[:-5] for f in os.listdir(args.handoff) if f.endswith(".json"))
+    if not names:
+        sys.exit(f"torch_rows.py: nothing handed over in {args.handoff}")
+    for name in names:
+        base = os.path.join(args.handoff, name)
+        with open(base + ".json") as f:
+            w = json.load(f)
+        b, nb, n_in = w["batch"], w["batches"], w["in"]
+        x = torch.from_numpy(np.fromfile(base + ".x", dtype="<f4").reshape(nb * b, n_in))
+        y = torch.from_numpy(np.fromfile(base + ".y", dtype="<i8").reshape(nb * b))
+        if x.shape[0] != y.shape[0] or int(y.min()) < 0 or int(y.max()) >= w["out"]:
+            sys.exit(f"torch_rows.py: {name}: batches and labels do not match")
+        xs = [x[k * b:(k + 1) * b] for k in range(nb)]
+        ys = [y[k * b:(k + 1) * b] for k in range(nb)]
+        sizes = [(w["h1"], n_in), (w["h1"],), (w["h2"], w["h1"]), (w["h2"],), (w["out"], w["h2"]), (w["out"],)]
+        init = [torch.from_numpy(np.fromfile(f"{base}.init.{q}", dtype="<f4").reshape(s)) for q, s in enumerate(sizes)]
+        kiln = [torch.from_numpy(np.fromfile(f"{base}.kiln.{q}", dtype="<f4").reshape(s)) for q, s in enumerate(sizes)]
+        for impl in args.impls.split(","):
+            torch.manual_seed(0)
+            model = torch.nn.Sequential(torch.nn.Linear(n_in, w["h1"]), torch.nn.ReLU(),
+                                        torch.nn.Linear(w["h1"], w["h2"]), torch.nn.ReLU(),
+                                        torch.nn.Linear(w["h2"], w["out"]))
+            params = list(model.parameters())
+            with torch.no_grad():
+                for p, v in zip(params, init):
+                    p.copy_(v)
+            opt = torch.optim.Adam(params, lr=1e-3)
+            fwd, opt_step = model, opt.step
+            if impl == "torch-compile":
+                fwd = torch.compile(model, dynamic=False)
+                opt_step = torch.compile(opt.step, dynamic=False)
+            elif impl != "torch":
+                sys.exit(f"torch_rows.py: unknown impl {impl}")
+
+            def step(k):
+                opt.zero_grad(set_to_none=True)
+                loss = torch.nn.functional.cross_entropy(fwd(xs[k]), ys[k])
+                loss.backward()
+                opt_step()
+                return loss.item()
+
+            t0 = time.perf_counter()
+            first = step(0)
+            first_s = time.perf_counter() - t0
+            err_loss = abs(first - w["kiln_loss"]) / max(abs(w["kiln_loss"]), 1e-30)
+            err_params = max(rel_l2(p.detach(), v) for p, v in zip(params, kiln))
+            rel_error = max(err_loss if err_loss == err_loss else 1e30, err_params)
+            nxt = [1 % nb]
+
+            def run():
+                step(nxt[0])
+                nxt[0] = (nxt[0] + 1) % nb
+
+            for _ in range(args.warmup):
+                run()
+            print(f"torch_rows.py: {name}/{impl}: first step {first_s:.2f} s"
+                  f"{' (torch.compile compiles in it)' if impl == 'torch-compile' else ''}, "
+                  f"loss {first:.7f} against kiln's {w['kiln_loss']:.7f}, rel_error {rel_error:.2e}", file=sys.stderr)
+            rows += timed_reps(args, run, name, impl, {
+                "amount": float(b), "rate_scale": 1.0, "threads": float(args.threads), "tolerance": w["tolerance"],
+                "rel_error": rel_error, "rel_error_loss": err_loss, "rel_error_params": err_params,
+                "loss_first_step": first, "first_step_seconds": first_s, "label": "samples/s"})
+    notes.append(f"torch, torch-compile: PyTorch {torch.__version__} from PyPI (bench/torch_rows.py, a separate "
+                 f"Python process right after bench_train, {args.threads} threads), eager and with the model and "
+                 "the optimizer step under torch.compile; rel_error against kiln's first step")
+    return rows, notes
+
+
+def timed_reps(args, run, name, impl, counters):
+    """Repetitions of run() of at least --min-time each, as Google Benchmark rows."""
+    rows = []
+    for r in range(args.reps):
+        iters, t0 = 0, time.perf_counter()
+        while True:
+            run()
+            iters += 1
+            el = time.perf_counter() - t0
+            if el >= args.min_time:
+                break
+        rows.append(dict({"name": f"{name}/{impl}", "run_name": f"{name}/{impl}", "run_type": "iteration",
+                          "repetitions": args.reps, "repetition_index": r, "iterations": iters,
+                          "real_time": el / iters * 1e3, "cpu_time": el / iters * 1e3, "time_unit": "ms"},
+                         **counters))
+    return rows
+
+
+def attention_rows(args, torch):
+    F = torch.nn.functional
+    batch, heads, dim = 4, 8, 64
+    scale = 1.0 / dim ** 0.5
+    lengths = [256, 200] if args.quick else [1024, 4096]
+    gen = torch.Generator().manual_seed(args.seed)
+
+    def uniform(shape, lo, hi):
+        return torch.rand(shape, generator=gen) * (hi - lo) + lo
+
+    def naive(q, k, v, causal):
+        s = torch.matmul(q, k.transpose(-2, -1)) * scale
+        if causal:
+            t = q.shape[-2]
+            s = s.masked_fill(torch.ones(t, t, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+        return torch.matmul(torch.softmax(s, dim=-1), v)
+
+    def reference(q, k, v, r, causal):
+        outs = [torch.empty(q.shape, dtype=torch.float64) for _ in range(4)]
+        for b in range(batch):
+            for h in range(heads):
+                qq, kk, vv = (x[b, h].double().requires_grad_(True) for x in (q, k, v))
+                y = naive(qq, kk, vv, causal)
+                (y * r[b, h].double()).sum().backward()
+                for o, val in zip(outs, (y.detach(), qq.grad, kk.grad, vv.grad)):
+                    o[b, h] = val
+        return outs
+
+    def rel(a, ref):
+        e = ((a.double() - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item()
+        return e if e == e and e != float("inf") else 1e30
+
+    rows = []
+    for t in lengths:
+        for causal in (False, True):
+            shape = (batch, heads, t, dim)
+            q, k = uniform(shape, -2, 2), uniform(shape, -2, 2)
+            v, r = uniform(shape, -1, 1), uniform(shape, -1, 1)
+            t0 = time.perf_counter()
+            ref = reference(q, k, v, r, causal)
+            print(f"torch_rows.py: attention T={t}{' causal' if causal else ''}: reference in double "
+                  f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)
+            for backward in (False, True):
+                name = f"{'fwd_bwd' if backward else 'fwd'}{'_causal' if causal else ''}_t{t}"
+                forward = 4.0 * batch * heads * dim * t * t / (2 if causal else 1)
+                for impl in args.impls.split(","):
+                    if impl == "torch":
+                        fn = lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=causal)  # noqa: E731
+                    elif impl == "torch-compile":  # compiled afresh for each workload's shapes
+                        compiled = torch.compile(naive, dynamic=False)
+                        fn = lambda a, b, c: compiled(a, b, c, causal)  # noqa: E731
+                    else:
+                        sys.exit(f"torch_rows.py: unknown impl {impl}")
+                    leaves = [x.clone().requires_grad_(backward) for x in (q, k, v)]
+
+                    def run():
+                        for x in leaves:
+                            x.grad = None
+                        if backward:
+                            y = fn(*leaves)
+                            (y * r).sum().backward()
+                        else:
+                            with torch.no_grad():
+                                y = fn(*leaves)
+                        return y
+
+                    t0 = time.perf_counter()
+                    y = run()
+                    first = time.perf_counter() - t0
+                    errs = [rel(y.detach(), ref[0])] + ([rel(x.grad, g) for x, g in zip(leaves, ref[1:])] if backward else [])
+                    print(f"torch_rows.py: {name}/{impl}: first call {first:.2f} s, rel_error {max(errs):.2e}",
+                          file=sys.stderr)
+                    counters = {"amount": forward * (3.5 if backward else 1), "threads": float(args.threads),
+                                "tolerance": 1e-4, "rel_error": max(errs), "first_step_seconds": first,
+                                "label": "GFLOP/s"}
+                    for o, e in zip(("y", "dq", "dk", "dv"), errs):
+                        counters[f"rel_error_{o}"] = e
+                    rows += timed_reps(args, run, name, impl, counters)
+    note = (f"torch, torch-compile: PyTorch {torch.__version__} from PyPI (bench/torch_rows.py, a separate Python "
+            f"process right after bench_attention, {args.threads} threads, its own inputs drawn alike): "
+            "F.scaled_dot_product_attention, and the matmul-softmax-matmul spelling under torch.compile; "
+            "rel_error against its own double reference")
+    return rows, [note]
+
+
+def main():
+    args = parse()
+    import torch
+    torch.set_num_threads(args.threads)
+    if args.suite == "train":
+        if not args.handoff:
+            sys.exit("torch_rows.py: --suite train needs --handoff")
+        rows, notes = train_rows(args, torch)
+    else:
+        rows, notes = attention_rows(args, torch)
+    out = {"context": {"torch_version": torch.__version__, "torch_note": " ".join(notes)}, "benchmarks": rows}
+    with open(args.out, "w") as f:
+        json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

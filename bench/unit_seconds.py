@@ -1,0 +1,42 @@
+#!/usr/bin/env python3
+"""Compiles one translation unit again, as the build compiled it, and prints its wall seconds.
+
+    bench/unit_seconds.py build-bench/compile_commands.json bench/train_kiln.cpp
+
+bench/run.sh gives kiln's rows of a suite their one-time cost this way (the compile of the unit
+that holds kiln's model, beside torch.compile's first call), without ccache, whatever the build
+itself found in the cache. The object goes to a temporary file.
+"""
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(__doc__.split("\n\n")[1])
+    db, source = sys.argv[1], os.path.abspath(sys.argv[2])
+    with open(db) as f:
+        entries = [e for e in json.load(f) if os.path.abspath(os.path.join(e["directory"], e["file"])) == source]
+    if not entries:
+        sys.exit(f"unit_seconds.py: {source} is not in {db}")
+    e = entries[0]
+    argv = e["arguments"] if "arguments" in e else shlex.split(e["command"])
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "unit.o")
+        if "-o" in argv:
+            argv = list(argv)
+            argv[argv.index("-o") + 1] = out
+        else:
+            argv = list(argv) + ["-o", out]
+        t0 = time.perf_counter()
+        subprocess.run(argv, cwd=e["directory"], check=True, stdout=subprocess.DEVNULL)
+        print(f"{time.perf_counter() - t0:.1f}")
+
+
+if __name__ == "__main__":
+    main()
