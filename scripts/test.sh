@@ -6,6 +6,8 @@
 #   KILN_EXAMPLES=OFF scripts/test.sh                without the examples (and their tests)
 #   KILN_OPENMP=OFF KILN_ONLY_TESTS="gemm;threads"    without OpenMP, only those tests (ThreadSanitizer)
 #   KILN_CONFORMANCE=OFF scripts/test.sh             without the conformance suite against PyTorch
+#   KILN_SYNTAX_CHECK=ON ...                         what the build leaves out compiled -fsyntax-only
+#                                                    (CI's clang stage: tests/CMakeLists.txt)
 #   KILN_OPT=-O3 scripts/test.sh                     another optimisation level (-O2 unless set;
 #                                                    sanitized builds use -O1)
 set -euo pipefail
@@ -31,7 +33,8 @@ command -v ccache >/dev/null && launcher="$launcher;ccache"
 cmake -S . -B "$dir" -DCMAKE_CXX_COMPILER="$cxx" -DKILN_SANITIZE="$sanitize" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CXX_FLAGS_RELEASE="${KILN_OPT:--O2} -DNDEBUG" \
   -DKILN_BUILD_TESTS=ON -DKILN_BUILD_EXAMPLES="${KILN_EXAMPLES:-ON}" -DKILN_WITH_OPENMP="${KILN_OPENMP:-ON}" \
-  -DKILN_ONLY_TESTS="${KILN_ONLY_TESTS:-}" -DKILN_CONFORMANCE="${KILN_CONFORMANCE:-ON}" -DCMAKE_CXX_COMPILER_LAUNCHER="$launcher"
+  -DKILN_ONLY_TESTS="${KILN_ONLY_TESTS:-}" -DKILN_CONFORMANCE="${KILN_CONFORMANCE:-ON}" \
+  -DKILN_SYNTAX_CHECK="${KILN_SYNTAX_CHECK:-OFF}" -DCMAKE_CXX_COMPILER_LAUNCHER="$launcher"
 cmake --build "$dir" -j "$(nproc)"
 echo "test.sh: the slowest translation units of this build (wall seconds, $(wc -l < "$times") compiled):"
 # awk reads all of sort's output: head would exit early, and pipefail would turn sort's SIGPIPE

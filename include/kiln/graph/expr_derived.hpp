@@ -686,17 +686,25 @@ constexpr bool along_fits(const dims& x, const dims& idx, int a, const dims& src
     if ((i != a && idx.e[i] > x.e[i]) || (src.rank > 0 && (src.rank != x.rank || idx.e[i] > src.e[i]))) return false;
   return true;
 }
-/// gather<Axis>'s and scatter_add<Axis>'s compile-time checks (an error each), and whether they
-/// passed; Src: scatter_add's source shape (rank 0 for gather).
-template <op O, int Axis, class E, class EI, dims Src>
+/// Whether gather<Axis> and scatter_add<Axis> take these operands; Src: scatter_add's source
+/// shape (rank 0 for gather).
+template <int Axis, class E, class EI, dims Src>
 constexpr bool along_ok() {
+  constexpr int r = E::shape.rank;
+  if constexpr (!E::shape.poisoned() && !(r > 0 && axes_valid<Axis>(r))) return false;
+  else return is_integral(EI::dt) && EI::dt != dtype::boolean && along_fits(E::shape, EI::shape, normal_axis(Axis, r), Src);
+}
+/// Their compile-time errors, one for each check that fails. Called as a statement, apart from
+/// along_ok: clang would count a call in a constant expression to a function whose
+/// instantiation failed as a second error.
+template <op O, int Axis, class E, class EI, dims Src>
+constexpr void along_errors() {
   constexpr int r = E::shape.rank;
   static_assert(E::shape.poisoned() || (r > 0 && axes_valid<Axis>(r)), "kiln::gather/scatter_add: axis out of range");
   constexpr bool int_ok = is_integral(EI::dt) && EI::dt != dtype::boolean;
   constexpr bool fit_ok = along_fits(E::shape, EI::shape, normal_axis(Axis, r), Src);
   (void)error::indices_must_be_integers<O, EI::dt, int_ok>::value;
   (void)error::gather_along_shapes_do_not_match<O, as_shape<E::shape>, as_shape<EI::shape>, axes<Axis>, fit_ok>::value;
-  return int_ok && fit_ok;
 }
 /// The first idx.e[i] elements of x along every axis i.
 template <dims S, class X, int... D>
@@ -720,7 +728,8 @@ constexpr auto crop_to(const X& x, std::integer_sequence<int, D...>) {
 template <int Axis, tensor_operand X, tensor_operand I>
 constexpr auto gather(const X& x, const I& index) {
   using E = detail::expr_t<X>;
-  if constexpr (!detail::along_ok<op::gather, Axis, E, detail::expr_t<I>, dims{}>()) return ex::invalid<E::dt>{};
+  detail::along_errors<op::gather, Axis, E, detail::expr_t<I>, dims{}>();
+  if constexpr (!detail::along_ok<Axis, E, detail::expr_t<I>, dims{}>()) return ex::invalid<E::dt>{};
   else return detail::take_along<detail::normal_axis(Axis, E::shape.rank), true>(x, index);
 }
 
@@ -733,7 +742,8 @@ template <int Axis, tensor_operand X, tensor_operand I, tensor_operand S>
 constexpr auto scatter_add(const X& x, const I& index, const S& src) {
   using E = detail::expr_t<X>;
   using EI = detail::expr_t<I>;
-  if constexpr (!detail::along_ok<op::scatter_add, Axis, E, EI, detail::expr_t<S>::shape>()) {
+  detail::along_errors<op::scatter_add, Axis, E, EI, detail::expr_t<S>::shape>();
+  if constexpr (!detail::along_ok<Axis, E, EI, detail::expr_t<S>::shape>()) {
     return ex::invalid<E::dt>{};
   } else {
     constexpr int r = E::shape.rank, a = detail::normal_axis(Axis, r);
