@@ -41,6 +41,8 @@ echo "test.sh: the slowest translation units of this build (wall seconds, $(wc -
 # into the script's exit status (141)
 sort -rn "$times" | awk 'NR <= 12 { printf "  %7.1f  %s\n", $1 / 1000, $2 }'
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+# (libomp's per-thread buffers, which LeakSanitizer would report at exit: tests/lsan.supp)
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan.supp:print_suppressions=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1}
 # KILN_CTEST_ARGS: more ctest arguments (CI's sanitizer stage leaves out some tests: .ci/run)
