@@ -97,8 +97,8 @@ def summarise(ctx, groups):
         entry["no_output"] = bool(b.get("no_output"))  # a limit row of a suite (export's read-weights)
         err = b.get("rel_error")
         entry["rel_error"] = None if err is None or err >= NOT_FINITE else err
-        if "first_step_seconds" in b:  # the first call's time, compiling included (bench/torch_rows.py)
-            entry["first_call_seconds"] = b["first_step_seconds"]
+        if "first_call_seconds" in b:  # the first call's time, compiling included (bench/torch_rows.py)
+            entry["first_call_seconds"] = b["first_call_seconds"]
         tol = b.get("tolerance")
         if tol is not None:
             entry["tolerance"] = tol
@@ -124,9 +124,7 @@ def summarise(ctx, groups):
         if workload in round_limits:
             v = round_limits[workload]
             return v["rate"], f"{v['impl'].split(':', 1)[1]} in its rounds"
-        if unit not in prefix or not when_at:
-            return None, None
-        if workload not in last_of:
+        if unit not in prefix or not when_at or workload not in last_of:  # (rows of another process only)
             return None, None
         i = last_of[workload]
         after = next((w for j, w in when_at if j > i), when_at[-1][1])

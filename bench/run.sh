@@ -93,7 +93,9 @@ for s in "${suites[@]}"; do
   # the current PyTorch's rows (bench/torch_rows.py) where the suite has them and PyPI's torch is
   # installed: the binary hands over what they need, and they run right after it
   handoff=""
-  if [[ " ${torch_suites[*]} " == *" $s "* ]] && "$torch_python" -c "import torch" 2>/dev/null; then
+  with_torch=0
+  [[ " ${torch_suites[*]} " == *" $s "* ]] && with_torch=1
+  if [ "$with_torch" = 1 ] && "$torch_python" -c "import torch" 2>/dev/null; then
     handoff=$dir/bench/$s-handoff
     rm -rf "$handoff" && mkdir -p "$handoff"
   fi
@@ -102,7 +104,7 @@ for s in "${suites[@]}"; do
   KILN_BENCH_HANDOFF=$handoff "$dir/bench/bench_$s" "${args[@]}" "${extra[@]}" \
     --benchmark_display_aggregates_only=true --benchmark_out="$raw" --benchmark_out_format=json
   report_args=()
-  if [[ " ${torch_suites[*]} " == *" $s "* ]] && [ -z "$handoff" ]; then
+  if [ "$with_torch" = 1 ] && [ -z "$handoff" ]; then
     report_args+=(--skipped "$s/torch and torch-compile: PyPI's torch is not installed (scripts/setup-bench.sh)")
   fi
   if [ -n "$handoff" ]; then

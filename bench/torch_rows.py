@@ -125,7 +125,7 @@ def train_rows(args, torch):
             rows += timed_reps(args, run, name, impl, {
                 "amount": float(b), "rate_scale": 1.0, "threads": float(args.threads), "tolerance": w["tolerance"],
                 "rel_error": rel_error, "rel_error_loss": err_loss, "rel_error_params": err_params,
-                "loss_first_step": first, "first_step_seconds": first_s, "label": "samples/s"})
+                "loss_first_step": first, "first_call_seconds": first_s, "label": "samples/s"})
     notes.append(f"torch, torch-compile: PyTorch {torch.__version__} from PyPI (bench/torch_rows.py, a separate "
                  f"Python process right after bench_train, {args.threads} threads), eager and with the model and "
                  "the optimizer step under torch.compile; rel_error against kiln's first step")
@@ -223,7 +223,7 @@ def attention_rows(args, torch):
                     print(f"torch_rows.py: {name}/{impl}: first call {first:.2f} s, rel_error {max(errs):.2e}",
                           file=sys.stderr)
                     counters = {"amount": forward * (3.5 if backward else 1), "threads": float(args.threads),
-                                "tolerance": 1e-4, "rel_error": max(errs), "first_step_seconds": first,
+                                "tolerance": 1e-4, "rel_error": max(errs), "first_call_seconds": first,
                                 "label": "GFLOP/s"}
                     for o, e in zip(("y", "dq", "dk", "dv"), errs):
                         counters[f"rel_error_{o}"] = e
