@@ -130,3 +130,40 @@ TEST_CASE("results and scratch buffers may come from the storage cache: stale Na
   CHECK(storage_cache_statistics().hits == h1 + 1);
   CHECK(kt::same_bits(first, got[0]));
 }
+
+TEST_CASE("kernels of equal code, a model's repeated layers and their gradients, share one instantiation") {
+  // three layers of one width: each layer's kernels (a matmul with its bias and GELU epilogue, a
+  // LayerNorm row kernel) are the same code on other nodes, and so are most of their gradients'
+  using X = input<"x", f32, shape<dyn, 24>>;
+  using W1 = param<"w1", f32, shape<24, 24>>;
+  using W2 = param<"w2", f32, shape<24, 24>>;
+  using W3 = param<"w3", f32, shape<24, 24>>;
+  using B1 = param<"b1", f32, shape<24>>;
+  using B2 = param<"b2", f32, shape<24>>;
+  using B3 = param<"b3", f32, shape<24>>;
+  using G = param<"g", f32, shape<24>>;
+  using Z = param<"z", f32, shape<24>>;
+  constexpr auto layer = [](auto h, auto w, auto b) { return layer_norm(gelu(linear(h, w, b)), G{}, Z{}); };
+  constexpr auto y = layer(layer(layer(X{}, W1{}, B1{}), W2{}, B2{}), W3{}, B3{});
+  constexpr auto l = sum(y * y);
+  const auto fwd = y;
+  const auto bwd = outputs(grad(l, X{}), grad(l, W1{}), grad(l, W2{}), grad(l, W3{}), grad(l, B2{}), grad(l, G{}));
+  constexpr const auto& sf = plan<decltype(fwd)>::schedule;
+  constexpr const auto& sb = plan<decltype(bwd)>::schedule;
+  // (the first layer makes GELU's constants, the others reuse them: one form all the same, as
+  // canonicalisation puts a commutative op's constant operand last)
+  static_assert(sf.kernels.size() == 6 && cpu::compiled_kernels<sf> == 2, "the later layers compile nothing");
+  static_assert(3 * cpu::compiled_kernels<sb> < 2 * static_cast<int>(sb.kernels.size()), "the gradients share code");
+  // each kernel still runs on its own nodes: every value against the eager backend
+  for (index_t n : {1, 5, 67}) {
+    INFO("batch " << n);
+    const std::initializer_list<feed> f = {
+        {"x", kt::rand<float, 2>({n, 24})},          {"w1", kt::rand<float, 2>({24, 24}, -0.3, 0.3)},
+        {"w2", kt::rand<float, 2>({24, 24}, -0.3, 0.3)}, {"w3", kt::rand<float, 2>({24, 24}, -0.3, 0.3)},
+        {"b1", kt::rand<float, 1>({24})},            {"b2", kt::rand<float, 1>({24})},
+        {"b3", kt::rand<float, 1>({24})},            {"g", kt::rand<float, 1>({24}, 0.5, 1.5)},
+        {"z", kt::rand<float, 1>({24})}};
+    CHECK(kt::cpu_vs_eager(fwd, f) <= 1e-4);
+    CHECK(kt::cpu_vs_eager(bwd, f) <= 1e-3);
+  }
+}

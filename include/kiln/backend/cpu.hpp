@@ -72,13 +72,33 @@ KILN_RUNTIME void materialise(state& st, const run_memory& r, int k);
 /// 128^3) run as without a team, one parallel region per threaded kernel.
 KILN_RUNTIME bool opens_team(const state& st);
 
-/// A kernel of a plan: kernel_code<S, K>::run.
-using kernel_fn = void (*)(state&);
+/// A kernel of a plan: the code of its owner (the first kernel of the plan with its code,
+/// code_owner), kernel_code<S, owner>::run, and the nodes it runs on.
+struct kernel_entry {
+  void (*run)(state&, const kernel_binding&);
+  kernel_binding b;
+};
+
+/// Kernel K's nodes, memory references' nodes and scalars' nodes, in one array: the data that
+/// binds shared code to it (the rest of its analysis need not be in the program).
+template <const auto& S, int K>
+inline constexpr auto binding_of = [] {
+  const auto& f = kernel_of<S, K>::value;
+  std::array<int, f.node.size() + f.mem_node.size() + f.scalar_node.size()> b{};
+  std::size_t i = 0;
+  for (const int x : f.node) b[i++] = x;
+  for (const int x : f.mem_node) b[i++] = x;
+  for (const int x : f.scalar_node) b[i++] = x;
+  return b;
+}();
 
 /// Plan S's kernels in order: the one part of a run that is plan-specific code.
 template <const auto& S, int... K>
-constexpr std::array<kernel_fn, sizeof...(K)> kernel_table(std::integer_sequence<int, K...>) {
-  return {&kernel_code<S, K>::run...};
+constexpr std::array<kernel_entry, sizeof...(K)> kernel_table(std::integer_sequence<int, K...>) {
+  return {kernel_entry{&kernel_code<S, code_owner<S, K>()>::run,
+                       {binding_of<S, K>.data(), binding_of<S, K>.data() + kernel_of<S, K>::value.node.size(),
+                        binding_of<S, K>.data() + kernel_of<S, K>::value.node.size() +
+                            kernel_of<S, K>::value.mem_node.size()}}...};
 }
 
 /// What the profiler (debug/profiler.hpp) says of a plan's kernels, found once per schedule.
@@ -96,7 +116,7 @@ KILN_RUNTIME std::pair<double, double> kernel_cost(const state& st, const kernel
 
 /// Runs a plan's kernels on leaves. Not a template: each plan adds its kernels and a table of
 /// them, not its own copy of this driver (build cost, docs/build-cost.md).
-KILN_RUNTIME std::vector<any_tensor> run_plan(const schedule_ref& s, std::span<const kernel_fn> kernels,
+KILN_RUNTIME std::vector<any_tensor> run_plan(const schedule_ref& s, std::span<const kernel_entry> kernels,
                                               const std::vector<any_tensor>& leaves,
                                               const std::vector<any_tensor>* into, scratch_cache& cache);
 
@@ -260,7 +280,7 @@ KILN_RUNTIME std::pair<double, double> kernel_cost(const state& st, const kernel
   return {bytes, flops};
 }
 
-KILN_RUNTIME std::vector<any_tensor> run_plan(const schedule_ref& s, std::span<const kernel_fn> kernels,
+KILN_RUNTIME std::vector<any_tensor> run_plan(const schedule_ref& s, std::span<const kernel_entry> kernels,
                                               const std::vector<any_tensor>& leaves,
                                               const std::vector<any_tensor>* into, scratch_cache& cache) {
   // the profiler (debug/profiler.hpp): one atomic load per call when nothing records
@@ -285,7 +305,7 @@ KILN_RUNTIME std::vector<any_tensor> run_plan(const schedule_ref& s, std::span<c
   auto all = [&] {
     if (!prof) {
       for (std::size_t k = 0; k < kernels.size(); ++k) {
-        kernels[k](st);
+        kernels[k].run(st, kernels[k].b);
         materialise(st, r, static_cast<int>(k));
       }
       return;
@@ -294,7 +314,7 @@ KILN_RUNTIME std::vector<any_tensor> run_plan(const schedule_ref& s, std::span<c
     if (team_from != clock::time_point{}) prof->add("(threads: the team's start)", false, call, team_from, clock::now(), 0, 0);
     for (std::size_t k = 0; k < kernels.size(); ++k) {
       const clock::time_point t0 = clock::now();
-      kernels[k](st);
+      kernels[k].run(st, kernels[k].b);
       const clock::time_point t1 = clock::now();
       const auto [bytes, flops] = kernel_cost(st, pp.kernels[k]);
       call_bytes += bytes;
@@ -326,6 +346,12 @@ KILN_RUNTIME std::vector<any_tensor> run_plan(const schedule_ref& s, std::span<c
 #endif  // KILN_DEFINE_RUNTIME
 
 }  // namespace detail
+
+/// How many kernels of schedule S compile code of their own: kernels of equal code (a model's
+/// repeated layers, and their gradients) share one instantiation, each run on its own nodes.
+template <const auto& S>
+inline constexpr int compiled_kernels =
+    detail::count_owners<S>(std::make_integer_sequence<int, static_cast<int>(S.kernels.size())>{});
 
 /// Runs schedule S (a frozen schedule constant, e.g. kiln::plan<E>::schedule) on the leaf
 /// table `leaves` (by slot); returns the graph's outputs in new tensors.

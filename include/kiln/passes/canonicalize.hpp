@@ -214,11 +214,15 @@ struct simplifier {
         if (s == n.shape) n = m;
       }
     }
-    // canonical operand order for commutative ops
-    if (is_commutative(n.o) && n.in[1] < n.in[0]) {
-      const int t = n.in[0];
-      n.in[0] = n.in[1];
-      n.in[1] = t;
+    // canonical operand order for commutative ops: a constant last, else by index (so that the
+    // layers of a model have one form whichever made a constant first: their kernels share code)
+    if (is_commutative(n.o)) {
+      const bool c0 = at(n.in[0]).o == op::constant, c1 = at(n.in[1]).o == op::constant;
+      if (c0 != c1 ? c0 : n.in[1] < n.in[0]) {
+        const int t = n.in[0];
+        n.in[0] = n.in[1];
+        n.in[1] = t;
+      }
     }
     return n;
   }

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <tuple>
 #include <type_traits>
@@ -600,57 +601,66 @@ constexpr cvec<dims> symbolic_shapes(const Sched& s) {
   return sym;
 }
 
-/// Whether kernel k's nodes certainly have, at run time, the shapes its loop nest assumes:
-/// every node's symbolic shape is the space's (or for a row kernel, the reduced space's), with
-/// no unknown extent. Otherwise the kernel checks its shapes at run time and can fall back to
-/// running node by node.
+/// For each kernel of s, whether its nodes certainly have, at run time, the shapes its loop
+/// nest assumes: every node's symbolic shape is the space's (or for a row kernel, the reduced
+/// space's), with no unknown extent. Otherwise the kernel checks its shapes at run time and can
+/// fall back to running node by node. Two passes over the graph for all kernels (one constant
+/// evaluation: a pass per kernel would cost kernels x nodes steps).
 template <class Sched>
-constexpr bool certainly_fits(const Sched& s, int k) {
+constexpr auto kernels_fit(const Sched& s) {
+  constexpr std::size_t nk = std::tuple_size_v<std::remove_cvref_t<decltype(s.kernels)>>;
+  std::array<bool, nk> fit{};
   const cvec<dims> sym_shapes = symbolic_shapes(s);
   const dims* sym = sym_shapes.data();  // raw pointers (see sched_view)
   const sched_view sv = view_of(s);
-  const std::size_t n = s.g.nodes.size();
-  const passes::kernel& K = s.kernels[static_cast<std::size_t>(k)];
-  dims space{};
-  bool have = false;
+  const passes::kernel* ks = s.kernels.data();
+  bool* ok = fit.data();
+  cvec<dims> space(nk, dims{});
+  cvec<char> have(nk, 0);
+  dims* sp = space.data();
+  char* hv = have.data();
+  for (std::size_t k = 0; k < nk; ++k) ok[k] = true;
   auto certain = [](const dims& d) {
     for (int i = 0; i < d.rank; ++i)
       if (d.e[i] == unknown) return false;
     return true;
   };
+  const std::size_t n = s.g.nodes.size();
   for (std::size_t i = 0; i < n; ++i) {
-    if (sv.ko[i] != k) continue;
+    const int k = sv.ko[i];
+    if (k < 0 || !ok[k]) continue;
     const node& x = sv.nd[i];
     const dims& own = sym[i];
-    if (K.kind == passes::kernel_kind::reduction && kind_of(x.o) == op_kind::reduce) {
-      const dims& src = sym[x.in[0]];
-      if (have && !(src == space)) return false;
-      space = src;
-      have = true;
-    }
-    if (!certain(own)) return false;
-  }
-  if (K.kind != passes::kernel_kind::reduction) {
-    for (std::size_t i = 0; i < n; ++i) {
-      if (sv.ko[i] != k) continue;
-      if (!have) {
-        space = sym[i];
-        have = true;
+    if (ks[k].kind == passes::kernel_kind::reduction) {
+      if (kind_of(x.o) == op_kind::reduce) {
+        const dims& src = sym[x.in[0]];
+        if (hv[k] && !(src == sp[k])) ok[k] = false;
+        sp[k] = src;
+        hv[k] = 1;
       }
-      if (!(sym[i] == space)) return false;
+    } else if (!hv[k]) {
+      sp[k] = own;
+      hv[k] = 1;
+    } else if (!(own == sp[k])) {
+      ok[k] = false;
     }
-    return true;
+    if (!certain(own)) ok[k] = false;
   }
-  if (!certain(space)) return false;
-  const dims keep = reduce_shape(space, K.axes, true).shape, nokeep = reduce_shape(space, K.axes, false).shape;
+  // row kernels: each node in the full space or the reduced one
+  for (std::size_t k = 0; k < nk; ++k)
+    if (ks[k].kind == passes::kernel_kind::reduction && !certain(sp[k])) ok[k] = false;
   for (std::size_t i = 0; i < n; ++i) {
-    if (sv.ko[i] != k || kind_of(sv.nd[i].o) == op_kind::reduce) continue;
+    const int k = sv.ko[i];
+    if (k < 0 || !ok[k] || ks[k].kind != passes::kernel_kind::reduction || kind_of(sv.nd[i].o) == op_kind::reduce) continue;
+    const passes::kernel& K = ks[k];
     const int r = role_in(sv.nd[i].shape, K.space, K.axes);
-    const dims& want = r == static_cast<int>(role::full) ? space : r == static_cast<int>(role::keep) ? keep : nokeep;
-    if (!(sym[i] == want)) return false;
+    const dims want = r == static_cast<int>(role::full) ? sp[k] : reduce_shape(sp[k], K.axes, r == static_cast<int>(role::keep)).shape;
+    if (!(sym[i] == want)) ok[k] = false;
   }
-  return true;
+  return fit;
 }
+template <const auto& S>
+inline constexpr auto fits_of = kernels_fit(S);
 
 /// The analysis of kernel K of the schedule S, as a constant.
 template <const auto& S, int K>
@@ -666,5 +676,88 @@ struct kernel_of {
                              static_cast<std::size_t>(row ? 2 * z.stages + 2 : 1)>;
   static constexpr info_t value = analyse_kernel<info_t>(S, K, stored_of<S>.data());
 };
+
+// ---- kernels of equal code -------------------------------------------------------------------
+
+/// Emits, as words, everything that selects the code of kernel k of s (what kernel_code reads at
+/// compile time): its analysis f without the graph nodes it is bound to, the dtypes of its
+/// memory references, the single-node code of each node, and whether it surely fits its loop
+/// nest. Kernels that emit the same words compile to the same code and share it, bound to their
+/// own nodes at run time: the layers of a model, and their gradients, are compiled once.
+template <class Sched, class Info, class Emit>
+constexpr void code_words(const Sched& s, const Info& f, bool fits, Emit&& emit) {
+  const node* nd = s.g.nodes.data();
+  const auto u = [](auto x) { return static_cast<std::uint64_t>(x); };
+  emit(u(f.node.size())), emit(u(f.mem_node.size())), emit(u(f.scalar_node.size())), emit(u(f.red_pos.size()));
+  emit(u(f.action.size())), emit(u(f.kind)), emit(u(f.rank)), emit(u(f.axes)), emit(u(f.lanes_reduce));
+  emit(u(f.lanes)), emit(u(f.per_node)), emit(u(f.stages)), emit(u(f.cached)), emit(u(f.c_mem) + 1), emit(u(fits));
+  for (std::size_t p = 0; p < f.node.size(); ++p) {
+    const ndesc& d = f.desc[p];
+    const nargs& a = f.args[p];
+    const node& x = nd[f.node[p]];
+    emit(u(d.o) | u(d.dt) << 8 | u(f.where[p]) << 16 | u(f.reduction[p]) << 24 | u(x.nin()) << 32);
+    for (std::size_t j = 0; j < 3; ++j) {
+      // the single-node code's operand dtypes (single_desc) besides the fused step's
+      const dtype in_dt = static_cast<int>(j) < x.nin() ? nd[x.in[j]].dt : dtype{};
+      emit(u(d.idt[j]) | u(d.kind[j]) << 8 | u(in_dt) << 16 | (u(a.idx[j]) + 1) << 24 | (u(f.viewed[p][j]) + 1) << 40);
+      emit(std::bit_cast<std::uint64_t>(a.value[j]));
+    }
+    emit((u(a.out) + 1) | (u(a.acc) + 1) << 16 | (u(a.cache) + 1) << 32 | u(f.avail[p]) << 48);
+  }
+  for (std::size_t m = 0; m < f.mem_node.size(); ++m)
+    emit(u(f.mem_nokeep[m]) | u(f.mem_out[m]) << 8 | u(nd[f.mem_node[m]].dt) << 16);
+  for (const int r : f.red_pos) emit(u(r));
+  for (const auto& pass : f.action)
+    for (const act x : pass) emit(u(x));
+}
+
+template <const auto& S, int K>
+constexpr cvec<std::uint64_t> code_of() {
+  cvec<std::uint64_t> w;
+  code_words(S, kernel_of<S, K>::value, fits_of<S>[static_cast<std::size_t>(K)], [&](std::uint64_t x) { w.push_back(x); });
+  return w;
+}
+
+/// An FNV-1a digest of kernel K's code words.
+template <const auto& S, int K>
+constexpr std::uint64_t code_digest() {
+  std::uint64_t h = 14695981039346656037ull;
+  code_words(S, kernel_of<S, K>::value, fits_of<S>[static_cast<std::size_t>(K)], [&](std::uint64_t x) {
+    h = (h ^ x) * 1099511628211ull;
+  });
+  return h;
+}
+template <const auto& S, int... K>
+constexpr std::array<std::uint64_t, sizeof...(K)> code_digests(std::integer_sequence<int, K...>) {
+  return {code_digest<S, K>()...};
+}
+template <const auto& S>
+inline constexpr auto digests_of = code_digests<S>(std::make_integer_sequence<int, static_cast<int>(S.kernels.size())>{});
+
+/// The first kernel of S with kernel K's code (K itself when none before it has).
+template <const auto& S, int K>
+constexpr int code_owner() {
+  constexpr int first = [] {
+    const auto& h = digests_of<S>;
+    int j = 0;
+    while (h[static_cast<std::size_t>(j)] != h[static_cast<std::size_t>(K)]) ++j;
+    return j;
+  }();
+  if constexpr (first == K) {
+    return K;
+  } else {
+    // equal digests: compared word for word (a collision keeps code of its own)
+    const cvec<std::uint64_t> a = code_of<S, first>(), b = code_of<S, K>();
+    if (a.size() != b.size()) return K;
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (a[i] != b[i]) return K;
+    return first;
+  }
+}
+
+template <const auto& S, int... K>
+constexpr int count_owners(std::integer_sequence<int, K...>) {
+  return ((code_owner<S, K>() == K ? 1 : 0) + ... + 0);
+}
 
 }  // namespace kiln::cpu::detail

@@ -1,8 +1,9 @@
 // kiln/backend/cpu/kernels.hpp: one loop nest per kernel of a frozen schedule, instantiated at
 // compile time from the schedule constant.
 //
-// kernel_code<S, K> runs kernel K of schedule S. Its node list, ops, dtypes and operand sources
-// are constants (analysis.hpp); one step of a pass evaluates the kernel's nodes, in graph
+// kernel_code<S, K> runs kernel K of schedule S, and every later kernel of S with the same code
+// (code_owner, analysis.hpp: the layers of a model), each bound to its own graph nodes at run
+// time (kernel_binding). Its ops, dtypes, operand sources and passes are constants (analysis.hpp); one step of a pass evaluates the kernel's nodes, in graph
 // order, on one vector of the innermost axis of the iteration space, holding every value in
 // registers (`regs`) and storing only the values the plan writes (and something reads). The
 // step is a fold over the nodes, each calling node_step<mode, desc, action>, whose template
@@ -107,11 +108,12 @@ struct kernel_code {
 
   /// Whether run-time shapes can differ from what fusion assumed (dynamic extents of different
   /// leaves that meet); a kernel of one node always fits its loop nest.
-  static constexpr bool may_not_fit = N > 1 && !certainly_fits(S, K);
+  static constexpr bool may_not_fit = N > 1 && !fits_of<S>[static_cast<std::size_t>(K)];
 
-  static constexpr kernel_desc desc = {I.kind, I.rank, I.axes, I.lanes_reduce, W, N, I.node.data(), I.where.data(),
-                                       I.reduction.data(), I.args.data(), NM, I.mem_node.data(), I.mem_nokeep.data(),
-                                       I.mem_out.data(), I.c_mem, Z.scalars, I.scalar_node.data(), may_not_fit};
+  /// The kernel's description without its nodes (run_kernel binds it to the kernel it runs).
+  static constexpr kernel_desc proto_desc = {
+      I.kind, I.rank, I.axes, I.lanes_reduce, W, N, nullptr, I.where.data(), I.reduction.data(), I.args.data(), NM, nullptr,
+      I.mem_nokeep.data(), I.mem_out.data(), I.c_mem, Z.scalars, nullptr, may_not_fit};
 
   template <int Base, int... J>
   static constexpr auto offset_seq(std::integer_sequence<int, J...>) {
@@ -139,7 +141,7 @@ struct kernel_code {
     std::array<index_t, static_cast<std::size_t>(NM)> z{};
     for (int m = 0; m < NM; ++m)
       z[static_cast<std::size_t>(m)] =
-          static_cast<index_t>(size_of(S.g.nodes[static_cast<std::size_t>(I.mem_node[static_cast<std::size_t>(m)])].dt));
+          static_cast<index_t>(size_of(S.g.nodes[static_cast<std::size_t>(I.mem_node[static_cast<std::size_t>(m)])].dt));  // (equal for kernels sharing the code)
     return z;
   }();
   /// Kernels of more nodes than this have no fast step: its second copy of the loop body is
@@ -613,9 +615,9 @@ struct kernel_code {
     steps<0>(r, acc, f, 0, count, fast_strides(f), [](index_t) KILN_INLINE {});
   }
 
-  static void matmul(state& st, const dims& space, memref* mr, const F& proto) {
-    constexpr int x = I.node[0];
-    constexpr dtype D = S.g.nodes[static_cast<std::size_t>(x)].dt;
+  static void matmul(state& st, const kernel_binding& kb, const dims& space, memref* mr, const F& proto) {
+    const int x = kb.node[0];
+    constexpr dtype D = I.desc[0].dt;
     using T = storage_t<D>;
     // where the product goes: its own buffer, else in place in a written epilogue value of
     // its dtype with contiguous rows, else a temporary
@@ -624,7 +626,7 @@ struct kernel_code {
       c = st.dest[static_cast<std::size_t>(x)];
     } else {
       for (int p = N - 1; p > 0 && !c.p; --p) {
-        const int y = I.node[static_cast<std::size_t>(p)];
+        const int y = kb.node[p];
         if (I.args[static_cast<std::size_t>(p)].out >= 0 && st.at(y).dt == D && contiguous_rows(st.dest[static_cast<std::size_t>(y)]))
           c = st.dest[static_cast<std::size_t>(y)];
       }
@@ -657,26 +659,30 @@ struct kernel_code {
   }
 
   template <int... P>
-  static void run_nodes(state& st, std::integer_sequence<int, P...>) {
-    (run_single<single_desc(S, I.node[P])>(st, I.node[P]), ...);
+  static void run_nodes(state& st, const kernel_binding& b, std::integer_sequence<int, P...>) {
+    (run_single<single_desc(S, I.node[P])>(st, b.node[P]), ...);
   }
 
-  static void run(state& st) {
+  static void run(state& st, const kernel_binding& b) {
     ++stats().kernels;
     const long splits = split_loops();
-    run_kernel(st);
+    run_kernel(st, b);
     stats().threaded += split_loops() != splits;
   }
 
-  static void run_kernel(state& st) {
+  static void run_kernel(state& st, const kernel_binding& b) {
     if constexpr (I.per_node) {
       ++stats().node_by_node;
-      chunked<N>([&](auto seq) { run_nodes(st, seq); });
+      chunked<N>([&](auto seq) { run_nodes(st, b, seq); });
     } else {
+      kernel_desc desc = proto_desc;
+      desc.node = b.node;
+      desc.mem_node = b.mem_node;
+      desc.scalar_node = b.scalar_node;
       dims space;
       if (!space_of(st, desc, space)) {
         ++stats().node_by_node;
-        if constexpr (may_not_fit) chunked<N>([&](auto seq) { run_nodes(st, seq); });
+        if constexpr (may_not_fit) chunked<N>([&](auto seq) { run_nodes(st, b, seq); });
         return;
       }
       ++stats().fused;
@@ -695,7 +701,7 @@ struct kernel_code {
         if constexpr (pipelines) stats().pipelined += pipelines_rows(std::popcount(I.axes), space.e[rank - 1]);
         run_rows(space, desc, mr.data(), &row_task, &proto, proto.stream);
       } else {
-        matmul(st, space, mr.data(), proto);
+        matmul(st, b, space, mr.data(), proto);
       }
     }
   }

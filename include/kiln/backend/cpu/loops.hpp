@@ -56,6 +56,14 @@ struct kernel_desc {
   bool check = true;  ///< run-time shapes may differ from what fusion assumed
 };
 
+/// The graph nodes that a kernel's code runs on: kernels of equal code (code_owner in
+/// analysis.hpp) share one instantiation, each called with its own binding.
+struct kernel_binding {
+  const int* node = nullptr;
+  const int* mem_node = nullptr;
+  const int* scalar_node = nullptr;
+};
+
 /// The run-time iteration space (rank >= 1), or false if the kernel's nodes do not have the
 /// shapes fusion assumed (dynamic extents that differ at run time).
 KILN_RUNTIME bool space_of(const state& st, const kernel_desc& k, dims& space);
