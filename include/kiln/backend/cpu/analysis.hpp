@@ -124,6 +124,61 @@ constexpr auto stored_nodes(const Sched& s) {
 template <const auto& S>
 inline constexpr auto stored_of = stored_nodes(S);
 
+/// Each kernel's nodes in index order, found in one pass over the graph: kernel k's are
+/// node[start[k]] .. node[start[k + 1] - 1]. The analysis of a kernel walks its own nodes
+/// and looks nodes up in these short sorted lists, not in arrays the size of the graph (a
+/// plan of hundreds of kernels paid kernels x nodes steps of constant evaluation).
+template <std::size_t NK, std::size_t N>
+struct members_table {
+  std::array<int, NK + 1> start{};
+  std::array<int, N> node{};
+};
+template <class Sched>
+constexpr auto kernel_members(const Sched& s) {
+  members_table<std::tuple_size_v<std::remove_cvref_t<decltype(s.kernels)>>,
+                std::tuple_size_v<std::remove_cvref_t<decltype(s.kernel_of)>>>
+      t;
+  const int* ko = s.kernel_of.data();
+  int* start = t.start.data();
+  const std::size_t n = s.kernel_of.size();
+  for (std::size_t i = 0; i < n; ++i)
+    if (ko[i] >= 0) ++start[ko[i] + 1];
+  for (std::size_t k = 1; k < t.start.size(); ++k) start[k] += start[k - 1];
+  cvec<int> fill(t.start.begin(), t.start.end());
+  int* at = fill.data();
+  int* node = t.node.data();
+  for (std::size_t i = 0; i < n; ++i)
+    if (ko[i] >= 0) node[at[ko[i]]++] = static_cast<int>(i);
+  return t;
+}
+template <const auto& S>
+inline constexpr auto members_of = kernel_members(S);
+
+/// Kernel k's nodes (sorted), as a pointer range.
+struct node_range {
+  const int* b = nullptr;
+  const int* e = nullptr;
+  constexpr const int* begin() const { return b; }
+  constexpr const int* end() const { return e; }
+  constexpr int size() const { return static_cast<int>(e - b); }
+  /// x's index in the range, or -1.
+  constexpr int find(int x) const {
+    const int* lo = b;
+    const int* hi = e;
+    while (lo < hi) {
+      const int* mid = lo + (hi - lo) / 2;
+      if (*mid < x) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo < e && *lo == x ? static_cast<int>(lo - b) : -1;
+  }
+};
+template <const auto& S>
+constexpr node_range members_in(int k) {
+  const auto& t = members_of<S>;
+  return {t.node.data() + t.start[static_cast<std::size_t>(k)], t.node.data() + t.start[static_cast<std::size_t>(k) + 1]};
+}
+
 /// The role of a node of shape `shape` in a reduction kernel over `space` and `axes`.
 constexpr int role_in(const dims& shape, const dims& space, std::uint32_t axes) {
   if (shape == space) return static_cast<int>(role::full);
@@ -170,21 +225,27 @@ struct kernel_info {
   std::array<std::array<act, N>, NP> action{};  ///< per pass, per position
 };
 
-/// Counts what kernel k of s needs (sizes of kernel_info).
+/// Counts what kernel k of s, of nodes m, needs (sizes of kernel_info).
 template <class Sched>
-constexpr kernel_sizes count_kernel(const Sched& s, int k, const bool* stored) {
+constexpr kernel_sizes count_kernel(const Sched& s, int k, const bool* stored, node_range m) {
   kernel_sizes z;
-  const std::size_t n = s.g.nodes.size();
-  cvec<int> mem_mark(n, 0), scalar_mark(n, 0), avail(n, 0);  // mem_mark: bit 1 full, bit 2 nokeep
+  const int nm = m.size();
+  cvec<int> avail(static_cast<std::size_t>(nm), 0);  // by index in m
+  cvec<int> seen;  // operands read through memory (2 x + 1 if through the kept axes) or as scalars (-1 - x)
+  seen.reserve(static_cast<std::size_t>(3 * nm));
   const passes::kernel& K = s.kernels[static_cast<std::size_t>(k)];
   const bool row = K.kind == passes::kernel_kind::reduction;
   const dims space = K.space;
   const sched_view sv = view_of(s);
   int* av_of = avail.data();
-  int* mem_of = mem_mark.data();
-  int* scalar_of = scalar_mark.data();
-  for (std::size_t i = 0; i < n; ++i) {
-    if (sv.ko[i] != k) continue;
+  const auto first_time = [&](int key) {
+    for (const int y : seen)
+      if (y == key) return false;
+    seen.push_back(key);
+    return true;
+  };
+  for (int q = 0; q < nm; ++q) {
+    const int i = m.b[q];
     const node& x = sv.nd[i];
     ++z.nodes;
     if (stored[i]) ++z.mems;
@@ -193,49 +254,45 @@ constexpr kernel_sizes count_kernel(const Sched& s, int k, const bool* stored) {
       int in = x.in[j];
       if (sv.ko[in] != k && passes::is_view(sv.nd[in].o))
         if (const int v = viewed_in_kernel(sv, in, k); v >= 0) in = v;
-      if (sv.ko[in] == k && av < av_of[in]) av = av_of[in];
+      if (sv.ko[in] == k) {
+        const int r = m.find(in);
+        if (av < av_of[r]) av = av_of[r];
+      }
     }
     if (kind_of(x.o) == op_kind::reduce) {
       ++z.reductions;
       ++av;
       z.stages = z.stages > av ? z.stages : av;
     }
-    av_of[i] = av;
+    av_of[q] = av;
     if (x.o == op::matmul) {
       ++z.mems;  // the product
       continue;  // its operands are read by the GEMM, not through memory references
     }
     const bool nokeep = row && kind_of(x.o) != op_kind::reduce && role_in(x.shape, space, K.axes) == static_cast<int>(role::nokeep);
-    const int bit = nokeep ? 2 : 1;
     for (int j = 0, nj = x.nin(); j < nj; ++j) {
       const int in = x.in[j];
       const src from = source_of(sv, in, k);
-      if (from == src::scalar && !scalar_of[in]) {
-        scalar_of[in] = 1;
-        ++z.scalars;
-      } else if (from == src::mem && !(mem_of[in] & bit)) {
-        mem_of[in] |= bit;
-        ++z.mems;
-      }
+      if (from == src::scalar && first_time(-1 - in)) ++z.scalars;
+      else if (from == src::mem && first_time(2 * in + (nokeep ? 1 : 0))) ++z.mems;
     }
   }
   return z;
 }
 
-/// Fills kernel_info for kernel k of s (Info is kernel_info with the counted sizes).
+/// Fills kernel_info for kernel k of s, of nodes m (Info is kernel_info with the counted sizes).
 template <class Info, class Sched>
-constexpr Info analyse_kernel(const Sched& s, int k, const bool* stored) {
+constexpr Info analyse_kernel(const Sched& s, int k, const bool* stored, node_range m) {
   Info f;
   const passes::kernel& K = s.kernels[static_cast<std::size_t>(k)];
-  const std::size_t n = s.g.nodes.size();
   f.kind = K.kind;
   const bool row = K.kind == passes::kernel_kind::reduction;
   f.rank = K.space.rank > 0 ? K.space.rank : 1;
   f.axes = row ? (K.space.rank > 0 ? K.axes : 1u) : 0u;
   f.lanes_reduce = row && (f.axes & (1u << (f.rank - 1)));
-  cvec<int> pos(n, -1), mem_full(n, -1), mem_nokeep(n, -1), scalar(n, -1);
-  int* pos_of = pos.data();
-  int* scalar_of = scalar.data();
+  cvec<int> pos(static_cast<std::size_t>(m.size()), -1);  // by index in m
+  int* const pos_at = pos.data();
+  const auto pos_of = [&](int x) { return pos_at[m.find(x)]; };
   int np = 0, nm = 0, ns = 0, nr = 0, stages = 0;
   bool vec_ok = true;
   std::uint32_t dtypes = 0;  // bit d: a value of dtype d is computed or read
@@ -255,18 +312,18 @@ constexpr Info analyse_kernel(const Sched& s, int k, const bool* stored) {
   // epilogue frame starts with it): nodes of lower index in such a kernel are computed from
   // leaves alone (fusion places them with their first reader), so they may follow it
   cvec<int> members;
-  members.reserve(n);
+  members.reserve(static_cast<std::size_t>(m.size()));
   const bool mm = K.kind == passes::kernel_kind::matmul;
   if (mm)
-    for (std::size_t i = 0; i < n; ++i)
-      if (sv.ko[i] == k && sv.nd[i].o == op::matmul) members.push_back(static_cast<int>(i));
-  for (std::size_t i = 0; i < n; ++i)
-    if (sv.ko[i] == k && !(mm && sv.nd[i].o == op::matmul)) members.push_back(static_cast<int>(i));
+    for (const int i : m)
+      if (sv.nd[i].o == op::matmul) members.push_back(i);
+  for (const int i : m)
+    if (!(mm && sv.nd[i].o == op::matmul)) members.push_back(i);
   for (const int member : members) {
     const auto i = static_cast<std::size_t>(member);
     const node& x = sv.nd[i];
     const int p = np++;
-    pos_of[i] = p;
+    pos_at[m.find(member)] = p;
     f_node[p] = static_cast<int>(i);
     ndesc& d = f_desc[p];
     nargs& a = f_args[p];
@@ -318,35 +375,36 @@ constexpr Info analyse_kernel(const Sched& s, int k, const bool* stored) {
         if (const int v = viewed_in_kernel(sv, in, k); v >= 0) {
           // a value of this kernel read through a view: only a row kernel's reduced-space values
           // are in memory before the rest of the kernel reads them; otherwise run node by node
-          const int q = pos_of[v];
+          const int q = pos_of(v);
           viewed[j] = q;
           if (!row || (f_where[q] == role::full && !f_reduction[q])) f.per_node = true;
         }
       }
-      if (row && from == src::reg && r != static_cast<int>(role::full) && !red && f_where[pos_of[in]] == role::full &&
-          !f_reduction[pos_of[in]])
+      if (row && from == src::reg && r != static_cast<int>(role::full) && !red && f_where[pos_of(in)] == role::full &&
+          !f_reduction[pos_of(in)])
         f.per_node = true;  // a reduced-space value computed from a full-space one: node by node
       int at = -1;
       switch (from) {
-        case src::reg: at = pos_of[in]; break;
+        case src::reg: at = pos_of(in); break;
         case src::constant: value[j] = y.value; break;
         case src::scalar:
-          if (scalar_of[in] < 0) {
-            scalar_of[in] = ns;
+          for (int q = 0; q < ns && at < 0; ++q)
+            if (f.scalar_node[static_cast<std::size_t>(q)] == in) at = q;
+          if (at < 0) {
+            at = ns;
             f.scalar_node[static_cast<std::size_t>(ns++)] = in;
           }
-          at = scalar_of[in];
           break;
         case src::mem: {
           const bool nk = r == static_cast<int>(role::nokeep) && !red;
-          int* table = nk ? mem_nokeep.data() : mem_full.data();
-          if (table[in] < 0) {
-            table[in] = nm;
+          for (int q = 0; q < nm && at < 0; ++q)
+            if (f_mem_node[q] == in && f_mem_nokeep[q] == nk) at = q;
+          if (at < 0) {
+            at = nm;
             f_mem_node[nm] = in;
             f_mem_nokeep[nm] = nk;
             ++nm;
           }
-          at = table[in];
           break;
         }
         case src::none: break;
@@ -664,7 +722,7 @@ inline constexpr auto fits_of = kernels_fit(S);
 
 /// The analysis of kernel K of the schedule S, as a constant.
 template <const auto& S, int K>
-inline constexpr kernel_sizes sizes_of = count_kernel(S, K, stored_of<S>.data());
+inline constexpr kernel_sizes sizes_of = count_kernel(S, K, stored_of<S>.data(), members_in<S>(K));
 
 template <const auto& S, int K>
 struct kernel_of {
@@ -674,7 +732,7 @@ struct kernel_of {
                              static_cast<std::size_t>(z.scalars > 0 ? z.scalars : 1),
                              static_cast<std::size_t>(z.reductions > 0 ? z.reductions : 1),
                              static_cast<std::size_t>(row ? 2 * z.stages + 2 : 1)>;
-  static constexpr info_t value = analyse_kernel<info_t>(S, K, stored_of<S>.data());
+  static constexpr info_t value = analyse_kernel<info_t>(S, K, stored_of<S>.data(), members_in<S>(K));
 };
 
 // ---- kernels of equal code -------------------------------------------------------------------
