@@ -14,6 +14,7 @@ packages=(
   graphviz                                           # renders kiln DOT dumps (scripts/render-dot.sh)
   zlib1g-dev                                         # gzip IDX files (kiln/io/idx_gzip.hpp), tests, fuzzing
   dataset-fashion-mnist                              # the training example's data; test_io checks it
+  fortunes                                           # the language-model example's text (train_char_lm)
 )
 
 missing=()
