@@ -380,14 +380,53 @@ std::vector<any_tensor> run_schedule_into(const std::vector<any_tensor>& leaves,
   return deliver(detail::run<S>(leaves, nullptr), into);
 }
 
+namespace detail {
+// A plan's schedule under a short name. The templates instantiated per kernel of a plan take the
+// schedule as a template argument, and so carry its name in theirs: plan<E>::schedule names the
+// whole expression type E (a training step's outputs: a tuple of hundreds of ids), and g++ spent
+// most of a deep model's build mangling thousands of such names. copy_of<H> is the schedule of
+// the expression of structural hash H (its record's: graph/record.hpp), registered as the
+// expression registry is; two structures of one hash would define sched(key<H>) twice, a compile
+// error, never a wrong plan.
+namespace sreg {
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wnon-template-friend"
+#endif
+template <std::uint64_t H>
+struct key {
+  friend constexpr const auto& sched(key);
+};
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+template <std::uint64_t H, const auto& S>
+struct enrol {
+  friend constexpr const auto& sched(key<H>) { return S; }
+};
+}  // namespace sreg
+template <std::uint64_t H>
+inline constexpr auto copy_of = sched(sreg::key<H>{});
+
+/// The short-named schedule of expression E (P::expr; E and const E register one plan).
+template <class E>
+constexpr const auto& short_schedule() {
+  using U = std::remove_cvref_t<E>;
+  constexpr std::uint64_t h = record_ref<U>().hash;
+  static_assert(sizeof(sreg::enrol<h, plan<U>::schedule>) > 0);
+  return copy_of<h>;
+}
+}  // namespace detail
+
 /// The CPU backend (backend/backend.hpp): `kiln::compile(expr, kiln::cpu::backend)`, and the
 /// default one (backend/default.hpp).
 struct backend_t {
   template <class P>
   static std::vector<any_tensor> run(const std::vector<any_tensor>& leaves, std::span<const any_tensor> into) {
     P::log_schedule();
-    if (into.empty()) return run_schedule<P::schedule()>(leaves);
-    return run_schedule_into<P::schedule()>(leaves, std::vector<any_tensor>(into.begin(), into.end()));
+    constexpr const auto& s = detail::short_schedule<typename P::expr>();
+    if (into.empty()) return run_schedule<s>(leaves);
+    return run_schedule_into<s>(leaves, std::vector<any_tensor>(into.begin(), into.end()));
   }
 };
 inline constexpr backend_t backend{};
