@@ -383,37 +383,20 @@ std::vector<any_tensor> run_schedule_into(const std::vector<any_tensor>& leaves,
 namespace detail {
 // A plan's schedule under a short name. The templates instantiated per kernel of a plan take the
 // schedule as a template argument, and so carry its name in theirs: plan<E>::schedule names the
-// whole expression type E (a training step's outputs: a tuple of hundreds of ids), and g++ spent
-// most of a deep model's build mangling thousands of such names. copy_of<H> is the schedule of
-// the expression of structural hash H (its record's: graph/record.hpp), registered as the
-// expression registry is; two structures of one hash would define sched(key<H>) twice, a compile
-// error, never a wrong plan.
-namespace sreg {
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wnon-template-friend"
-#endif
+// whole expression type E (a training step's outputs: a tuple of hundreds of ids), and a
+// compiler mangles each such name at its full length. copy_of<H> is the schedule of the
+// expression of structural hash H (its record's: graph/record.hpp), registered as expressions
+// are; two structures of one hash would define sched(reg::plan_key<H>) twice, a compile error,
+// never a wrong plan.
 template <std::uint64_t H>
-struct key {
-  friend constexpr const auto& sched(key);
-};
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-template <std::uint64_t H, const auto& S>
-struct enrol {
-  friend constexpr const auto& sched(key<H>) { return S; }
-};
-}  // namespace sreg
-template <std::uint64_t H>
-inline constexpr auto copy_of = sched(sreg::key<H>{});
+inline constexpr auto copy_of = sched(reg::plan_key<H>{});
 
 /// The short-named schedule of expression E (P::expr; E and const E register one plan).
 template <class E>
 constexpr const auto& short_schedule() {
   using U = std::remove_cvref_t<E>;
   constexpr std::uint64_t h = record_ref<U>().hash;
-  static_assert(sizeof(sreg::enrol<h, plan<U>::schedule>) > 0);
+  static_assert(sizeof(reg::enrol_plan<h, plan<U>::schedule>) > 0);
   return copy_of<h>;
 }
 }  // namespace detail

@@ -56,9 +56,20 @@ template <std::uint64_t H>
 struct key {
   friend constexpr const record& rec(key);
 };
+/// The same for the plans a backend runs under their expression's hash (cpu::detail::copy_of):
+/// `sched(plan_key<H>{})` is the schedule that the backend's registration defines.
+template <std::uint64_t H>
+struct plan_key {
+  friend constexpr const auto& sched(plan_key);
+};
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
+/// Registers schedule S under hash H (a friend of the same namespace as plan_key's).
+template <std::uint64_t H, const auto& S>
+struct enrol_plan {
+  friend constexpr const auto& sched(plan_key<H>) { return S; }
+};
 }  // namespace reg
 
 namespace ex {

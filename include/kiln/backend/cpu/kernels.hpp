@@ -141,7 +141,7 @@ struct kernel_code {
     std::array<index_t, static_cast<std::size_t>(NM)> z{};
     for (int m = 0; m < NM; ++m)
       z[static_cast<std::size_t>(m)] =
-          static_cast<index_t>(size_of(S.g.nodes[static_cast<std::size_t>(I.mem_node[static_cast<std::size_t>(m)])].dt));  // (equal for kernels sharing the code)
+          static_cast<index_t>(size_of(S.g.nodes[static_cast<std::size_t>(I.mem_node[static_cast<std::size_t>(m)])].dt));
     return z;
   }();
   /// Kernels of more nodes than this have no fast step: its second copy of the loop body is
