@@ -69,10 +69,12 @@ inline void check_bound(const any_tensor& t, dtype dt, const dims& shape, const 
   if (!fits_declared(shape, t.shape())) throw shape_error(what(), shape, t.shape(), "differ (declared, bound)");
 }
 
-/// Checks tensor t against placeholder s and puts it in the leaf table at `slots`: what binding
-/// a placeholder by type does, compiled once rather than per placeholder type.
-KILN_RUNTIME void bind_slot(std::vector<any_tensor>& leaves, const any_tensor& t, const slot_info& s,
-                            std::span<const int> slots);
+/// Checks each tensor of a typed feed against its placeholder (info[i]) and puts it in the leaf
+/// table at its slots (slots[offsets[i]] .. slots[offsets[i + 1]]): what binding by type does,
+/// compiled once rather than per placeholder type. Every tensor is checked before any is bound.
+KILN_RUNTIME void bind_tensors(std::vector<any_tensor>& leaves, std::span<const slot_info> info,
+                               std::span<const any_tensor* const> tensors, std::span<const int> offsets,
+                               std::span<const int> slots);
 }  // namespace detail
 
 namespace detail {
@@ -184,21 +186,34 @@ constexpr bool binding_is_right(std::tuple<P...>*) {
   return find_binding_mistake<E, P...>().what == bind_mistake::none;
 }
 
-/// The leaf-table slots of placeholder P in E's graph.
-template <class E, class P>
-struct slots_of {
+/// For each tensor of typed feed A (in the order of A::info), the leaf-table slots of E's graph
+/// that take it: slots[offsets[i]] .. slots[offsets[i + 1]]. One table per expression and feed
+/// type, computed while the program compiles.
+template <std::size_t N, std::size_t C>
+struct feed_table {
+  std::array<int, N + 1> offsets{};
+  std::array<int, C> slots{};
+};
+constexpr bool is_placeholder_of(const node& n, const slot_info& s) {
+  return n.o == s.kind && n.dt == s.dt && n.shape == s.shape && n.label() == s.name;
+}
+template <class E, class A>
+struct feed_slots {
   static constexpr std::size_t count = [] {
-    constexpr node p = P::make();
     std::size_t c = 0;
-    for (const int k : placeholder_nodes<E>::value) c += same_placeholder(traced<E>::value.nodes[k], p);
+    for (const slot_info& s : A::info)
+      for (const int k : placeholder_nodes<E>::value) c += is_placeholder_of(traced<E>::value.nodes[k], s);
     return c;
   }();
-  static constexpr std::array<int, count> value = [] {
-    constexpr node p = P::make();
-    std::array<int, count> r{};
+  static constexpr feed_table<A::info.size(), count> value = [] {
+    feed_table<A::info.size(), count> r;
     std::size_t c = 0;
-    for (const int k : placeholder_nodes<E>::value)
-      if (same_placeholder(traced<E>::value.nodes[k], p)) r[c++] = traced<E>::value.nodes[k].slot;
+    for (std::size_t i = 0; i < A::info.size(); ++i) {
+      r.offsets[i] = static_cast<int>(c);
+      for (const int k : placeholder_nodes<E>::value)
+        if (is_placeholder_of(traced<E>::value.nodes[k], A::info[i])) r.slots[c++] = traced<E>::value.nodes[k].slot;
+    }
+    r.offsets[A::info.size()] = static_cast<int>(c);
     return r;
   }();
 };
@@ -249,16 +264,17 @@ concept feeds_then_out =
 /// (other arguments, a backend or an out= vector, are skipped). kiln::binds has checked the
 /// binding at compile time; this checks what only run time knows: the dtype of an any_tensor,
 /// and the extents.
+template <class E, class A>
+void bind_feed(std::vector<any_tensor>& leaves, const A& a) {
+  if constexpr (typed_feeds<A>) {
+    constexpr const auto& t = feed_slots<E, A>::value;
+    bind_tensors(leaves, A::info, a.tensors(), t.offsets, t.slots);
+  }
+}
 template <traceable E, class... A>
 std::vector<any_tensor> bind_typed(const E& e, const A&... a) {
   std::vector<any_tensor> leaves = leaves_with_data(traced<E>::value, e);
-  const auto bind = [&]<class P>(std::type_identity<P>, const any_tensor& t) {
-    bind_slot(leaves, t, slot_info_of<P>, slots_of<E, P>::value);
-  };
-  [[maybe_unused]] const auto each = [&](const auto& arg) {
-    if constexpr (typed_feeds<decltype(arg)>) arg.for_each(bind);
-  };
-  (each(a), ...);
+  (bind_feed<E>(leaves, a), ...);
   return leaves;
 }
 }  // namespace detail
@@ -493,10 +509,13 @@ KILN_RUNTIME std::vector<any_tensor> bind_feeds(std::span<const node> nodes, std
   return leaves;
 }
 
-KILN_RUNTIME void bind_slot(std::vector<any_tensor>& leaves, const any_tensor& t, const slot_info& s,
-                            std::span<const int> slots) {
-  check_bound(t, s.dt, s.shape, [&] { return slot_what(s); });
-  for (const int k : slots) leaves[static_cast<std::size_t>(k)] = t;
+KILN_RUNTIME void bind_tensors(std::vector<any_tensor>& leaves, std::span<const slot_info> info,
+                               std::span<const any_tensor* const> tensors, std::span<const int> offsets,
+                               std::span<const int> slots) {
+  for (std::size_t i = 0; i < info.size(); ++i) check_bound(*tensors[i], info[i].dt, info[i].shape, [&] { return slot_what(info[i]); });
+  for (std::size_t i = 0; i < info.size(); ++i)
+    for (auto k = static_cast<std::size_t>(offsets[i]); k < static_cast<std::size_t>(offsets[i + 1]); ++k)
+      leaves[static_cast<std::size_t>(slots[k])] = *tensors[i];
 }
 }  // namespace detail
 #endif  // KILN_DEFINE_RUNTIME

@@ -94,8 +94,31 @@ KILN_BINDING_ERROR(set_names_a_placeholder_twice, op Kind KILN_COMMA class Name,
 
 }  // namespace error
 
+namespace detail {
+/// A placeholder as data (name, kind, dtype, declared shape): what the code that binds and
+/// checks its tensors needs, so that code is compiled once, not once per placeholder type.
+struct slot_info {
+  std::string_view name;
+  op kind = op::input;
+  dtype dt = dtype::f32;
+  dims shape;
+  friend constexpr bool operator==(const slot_info&, const slot_info&) = default;
+};
+template <class P>
+inline constexpr slot_info slot_info_of{P::name.view(), P::make().o, P::dt, P::shape};
+/// The position of `s` in `info`, or -1.
+constexpr int find_slot(std::span<const slot_info> info, const slot_info& s) {
+  for (std::size_t i = 0; i < info.size(); ++i)
+    if (info[i] == s) return static_cast<int>(i);
+  return -1;
+}
+}  // namespace detail
+
 /// What eval, compile and the trainer accept as tensors bound by type: a typed_feed (`X{} = x`)
-/// or a tensor_set. Each names its placeholder types and visits its tensors.
+/// or a tensor_set. Each names its placeholder types, describes them as data (`info`) and
+/// lists its tensors in that order (`tensors()`): the code that binds them is one loop, not an
+/// instantiation per placeholder type (whose names, with every placeholder of a large set in
+/// them, cost g++ more than the kernels; docs/build-cost.md).
 struct typed_feeds_base {};
 template <class A>
 concept typed_feeds = std::derived_from<std::remove_cvref_t<A>, typed_feeds_base>;
@@ -104,8 +127,10 @@ concept typed_feeds = std::derived_from<std::remove_cvref_t<A>, typed_feeds_base
 template <class P>
 struct typed_feed : typed_feeds_base {
   using placeholders = std::tuple<P>;
+  static constexpr std::array<detail::slot_info, 1> info{detail::slot_info_of<P>};
   any_tensor value;
 
+  std::array<const any_tensor*, 1> tensors() const { return {&value}; }
   template <class F>
   void for_each(F&& f) const {
     f(std::type_identity<P>{}, value);
@@ -154,17 +179,6 @@ constexpr bool distinct_names() {
 }  // namespace detail
 
 namespace detail {
-/// A placeholder as data (name, kind, dtype, declared shape): what the code that binds and
-/// checks its tensors needs, so that code is compiled once, not once per placeholder type.
-struct slot_info {
-  std::string_view name;
-  op kind = op::input;
-  dtype dt = dtype::f32;
-  dims shape;
-};
-template <class P>
-inline constexpr slot_info slot_info_of{P::name.view(), P::make().o, P::dt, P::shape};
-
 /// "param 'w1'", for messages.
 KILN_RUNTIME std::string slot_what(const slot_info& s);
 /// Zero tensors of each slot's shape (left undefined where the shape has a dyn extent).
@@ -199,12 +213,13 @@ class tensor_set<std::tuple<P...>> : public typed_feeds_base {
   using tensor_type = tensor<storage_t<Q::dt>, Q::shape.rank>;
 
   static constexpr std::size_t size() { return sizeof...(P); }
+  /// Each placeholder as data, in the set's order.
+  static constexpr std::array<detail::slot_info, sizeof...(P)> info{detail::slot_info_of<P>...};
+
   /// The position of Q in the set, or -1.
   template <class Q>
   static constexpr int index_of() {
-    int i = 0, at = -1;
-    ((std::is_same_v<Q, P> ? (at = i, ++i) : ++i), ...);
-    return at;
+    return detail::find_slot(info, detail::slot_info_of<Q>);
   }
 
   /// Zero tensors of each placeholder's shape (undefined where the shape has a dyn extent).
@@ -253,9 +268,16 @@ class tensor_set<std::tuple<P...>> : public typed_feeds_base {
     (f(std::type_identity<P>{}, get<P>()), ...);
   }
 
- private:
-  static constexpr std::array<detail::slot_info, sizeof...(P)> info{detail::slot_info_of<P>...};
+  /// The tensors in the order of `info`, for code that does not depend on the placeholder types.
+  /// Each is the handle of the typed tensor get<P>() returns; rebinding one through the pointer
+  /// must keep its placeholder's dtype and rank.
+  std::array<any_tensor*, sizeof...(P)> tensors() { return slots(); }
+  std::array<const any_tensor*, sizeof...(P)> tensors() const {
+    return std::apply([](const tensor_type<P>&... t) { return std::array<const any_tensor*, sizeof...(P)>{&t.any()...}; },
+                      t_);
+  }
 
+ private:
   /// The typed tensors' handles, for the code that does not depend on the placeholder types
   /// (each typed tensor is its handle; the set owns them, so writing through one is sound).
   std::array<any_tensor*, sizeof...(P)> slots() const {

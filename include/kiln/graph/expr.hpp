@@ -306,16 +306,17 @@ struct id : leaf_base<NT, NS> {
 };
 /// Writes the operands' leaf data one after another into `to` (sized for all of them).
 /// std::copy: a memmove for scalars, not an unrolled loop.
+template <class Data, class K>
+constexpr void append_one(Data& to, std::size_t& t, std::size_t& s, const K& kid) {
+  std::copy(kid.data.tensors.begin(), kid.data.tensors.end(), to.tensors.begin() + t);
+  std::copy(kid.data.scalars.begin(), kid.data.scalars.end(), to.scalars.begin() + s);
+  t += kid.data.tensors.size();
+  s += kid.data.scalars.size();
+}
 template <class Data, class... K>
 constexpr void append_leaf_data(Data& to, const K&... k) {
   std::size_t t = 0, s = 0;
-  auto append = [&](const auto& kid) {
-    std::copy(kid.data.tensors.begin(), kid.data.tensors.end(), to.tensors.begin() + t);
-    std::copy(kid.data.scalars.begin(), kid.data.scalars.end(), to.scalars.begin() + s);
-    t += kid.data.tensors.size();
-    s += kid.data.scalars.size();
-  };
-  (append(k), ...);
+  (append_one(to, t, s, k), ...);  // per operand, not a lambda named with all of them
 }
 
 
@@ -343,13 +344,25 @@ constexpr auto build(const K&... k) {  // `auto`: g++ instantiates the body (and
   }
 }
 
-/// The root of kiln::outputs(...) (not an expression: it keeps its operand types, which are
-/// short, and records itself).
+/// A built kiln::outputs(...) (not an expression): like an id, its type names only the
+/// structural hash of all the outputs and its numbers of leaves and outputs. With the outputs'
+/// types in its name instead (a training step has one per parameter and state), every
+/// template instantiated for the step carried that list in its symbol name: g++ 12 took
+/// minutes to name them (docs/build-cost.md).
+template <std::uint64_t H, std::size_t NT, std::size_t NS, std::size_t N>
+struct root : outputs_base {
+  static constexpr std::uint64_t hash = H;
+  static constexpr std::size_t tensor_leaves = NT, scalar_leaves = NS, size = N;
+  leaf_data<NT, NS> data{};
+  static constexpr node make() { return rec(reg::key<H>{}).n; }
+};
+
+/// Builds the root R of kiln::outputs(...) (R's operand types are ids or leaves) as a root.
 template <class R, class... K>
   requires std::derived_from<R, outputs_base>
 constexpr auto build_root(const K&... k) {
-  static_assert(record_of<R>::value.tree_nodes > 0);
-  R r{};
+  constexpr std::uint64_t h = definer_of<R>::hash;
+  root<h, R::tensor_leaves, R::scalar_leaves, R::size> r{};
   append_leaf_data(r.data, k...);
   return r;
 }

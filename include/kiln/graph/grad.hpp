@@ -68,13 +68,13 @@ struct shared : node_base<E> {
   }
 };
 
-/// The root of kiln::outputs(...): not a node, and not an expression.
+/// The root of kiln::outputs(...) as it is registered (build_root makes it an ex::root): not an
+/// expression.
 template <class... K>
 struct tuple : outputs_base {
   using kids = std::tuple<K...>;
   static constexpr std::size_t tensor_leaves = (K::tensor_leaves + ... + 0);
   static constexpr std::size_t scalar_leaves = (K::scalar_leaves + ... + 0);
-  leaf_data<tensor_leaves, scalar_leaves> data{};
   static constexpr std::size_t size = sizeof...(K);
   static constexpr node make() { return detail::make_node(op::tuple, dtype::f32, dims{}); }
 };
@@ -110,9 +110,12 @@ constexpr void check_wrt() {
 namespace detail {
 /// The sharing key of expression type E: its structure (the record's hash; bit 62 cleared, so
 /// that the key's bits are a finite double in the node).
+constexpr std::uint64_t share_key(const record& r) {
+  return mix(r.hash, 0x5348415245ull) & ~(std::uint64_t{1} << 62);
+}
 template <class E>
 constexpr std::uint64_t share_key_of() {
-  return mix(record_ref<E>().hash, 0x5348415245ull) & ~(std::uint64_t{1} << 62);
+  return share_key(record_ref<E>());
 }
 /// e, shared by its structure when it holds bound tensors or C++ scalars (and is not a share).
 template <class E>
@@ -140,6 +143,27 @@ constexpr bool holds_share(const record& top, std::uint64_t key, index_t size) {
     for (int k = 0; k < r->kids; ++k) stack.push_back(r->kid[k]);
   }
   return false;
+}
+
+/// Whether output I of the outputs registered under hash H (their ex::tuple, unshared) is to be
+/// shared: an impure output (one holding bound tensors or C++ scalars) that some output's
+/// gradient holds a share of, so it is computed once (the loss of outputs(loss, grad(loss,
+/// ...))). Keyed by the hash, not the outputs' types, so that the decision for each output
+/// is one short-named constant (and one constant evaluation each, within its step limit).
+template <std::uint64_t H, std::size_t I>
+inline constexpr bool shared_output = [] {
+  const record& all = rec(reg::key<H>{});
+  const record& r = *all.kid[I];
+  if (r.pure || r.n.o == op::share) return false;
+  const std::uint64_t key = share_key(r);
+  for (int j = 0; j < all.kids; ++j)
+    if (holds_share(*all.kid[j], key, r.tree_nodes)) return true;
+  return false;
+}();
+template <bool Shared, class X>
+constexpr auto output_as(const X& x) {
+  if constexpr (Shared) return shared_if_impure(x);
+  else return x;
 }
 }  // namespace detail
 
@@ -256,23 +280,12 @@ constexpr auto share(const E& e) {
 /// (in order): outputs(loss, grads...) is one training step's value and gradients.
 template <tensor_operand... E>
 constexpr auto outputs(const E&... e) {
-  // an output that another output's grad shares (the loss of outputs(loss, grad(loss, ...)),
-  // when it holds bound tensors or C++ scalars) is shared too, so it is computed once
-  const auto out = [&]<class X>(const X& x) {
-    using EX = decltype(as_expr(x));
-    constexpr const record& r = record_ref<EX>();
-    if constexpr (r.pure || r.n.o == op::share) {
-      return as_expr(x);
-    } else {
-      constexpr std::uint64_t key = detail::share_key_of<EX>();
-      if constexpr ((detail::holds_share(record_ref<decltype(as_expr(e))>(), key, r.tree_nodes) || ...))
-        return detail::shared_if_impure(as_expr(x));
-      else
-        return as_expr(x);
-    }
-  };
-  using T = ex::tuple<decltype(out(e))...>;
-  return ex::build_root<T>(out(e)...);
+  using S = std::index_sequence_for<E...>;
+  return [&]<std::size_t... I>(std::index_sequence<I...>) {
+    constexpr std::uint64_t h = definer_of<ex::tuple<decltype(as_expr(e))...>>::hash;
+    using T = ex::tuple<decltype(detail::output_as<detail::shared_output<h, I>>(as_expr(e)))...>;
+    return ex::build_root<T>(detail::output_as<detail::shared_output<h, I>>(as_expr(e))...);
+  }(S{});
 }
 /// outputs(loss, std::tuple{grads...}): the tuple's members become outputs after loss.
 template <tensor_operand L, class... G>

@@ -75,6 +75,8 @@ struct enrol_plan {
 namespace ex {
 template <std::uint64_t H, std::size_t NT, std::size_t NS>
 struct id;
+template <std::uint64_t H, std::size_t NT, std::size_t NS, std::size_t N>
+struct root;
 }
 
 namespace detail {
@@ -82,10 +84,12 @@ template <class E>
 struct is_id : std::false_type {};
 template <std::uint64_t H, std::size_t NT, std::size_t NS>
 struct is_id<ex::id<H, NT, NS>> : std::true_type {};
+template <std::uint64_t H, std::size_t NT, std::size_t NS, std::size_t N>
+struct is_id<ex::root<H, NT, NS, N>> : std::true_type {};
 }  // namespace detail
 
 /// The record of expression type E: a registered one for a built expression (ex::id), else
-/// record_of<E> (leaves, and the root of kiln::outputs).
+/// record_of<E> (leaves).
 template <class E>
 constexpr const record& record_ref() {
   using U = std::remove_cvref_t<E>;  // decltype of a constexpr expression is const

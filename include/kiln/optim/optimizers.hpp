@@ -210,6 +210,34 @@ template <class... G>
 constexpr auto squared_norm(const G&... g) {
   return (sum(g * g) + ...);
 }
+/// The updates of a training step, one std::tuple (new parameter, new states...) per parameter,
+/// each reached by its position through its own base (`group_at<K>(u)`): a std::tuple of them,
+/// or std::tuple_cat, would instantiate std::get or tuple_cat's steps once per parameter with
+/// every update's type in their names (for a large model, minutes of g++'s time to name them).
+template <std::size_t K, class T>
+struct group {
+  T value;
+};
+template <class I, class... T>
+struct groups;
+template <std::size_t... K, class... T>
+struct groups<std::index_sequence<K...>, T...> : group<K, T>... {};
+template <std::size_t K, class T>
+constexpr const T& group_at(const group<K, T>& g) {
+  return g.value;
+}
+/// For each output after the loss, (its group, its position in the group), given each group's size.
+template <std::size_t... N>
+constexpr auto flat_positions() {
+  std::array<std::pair<std::size_t, std::size_t>, (N + ... + 0)> r{};
+  const std::size_t sizes[] = {N..., 0};
+  std::size_t f = 0;
+  for (std::size_t k = 0; k < sizeof...(N); ++k)
+    for (std::size_t j = 0; j < sizes[k]; ++j) r[f++] = {k, j};
+  return r;
+}
+template <std::size_t... N>
+inline constexpr auto flat_positions_of = flat_positions<N...>();
 }  // namespace detail
 
 /// One training step of `loss` over the parameters in tuple Params with optimizer Opt:
@@ -218,18 +246,25 @@ template <class Opt, class Clip = no_clipping, tensor_operand L, class... P>
 constexpr auto training_step(const L& loss, std::tuple<P...>, const Opt& = {}, const Clip& = {}) {
   auto gs = grad(loss, wrt(P{}...));
   return [&]<std::size_t... I>(std::index_sequence<I...>) {
-    auto ups = [&] {
+    const auto ups = [&] {
       if constexpr (std::same_as<Clip, clip_grad_norm>) {
         // one coefficient for every gradient, computed in f32 (or the first parameter's dtype)
         constexpr dtype D = std::tuple_element_t<0, std::tuple<P...>>::dt;
-        auto norm = sqrt(std::apply([](const auto&... g) { return detail::squared_norm(cast<D>(g)...); }, gs));
+        auto norm = sqrt(detail::squared_norm(cast<D>(std::get<I>(gs))...));
         auto coef = min(hp<D, "max_norm">() / (norm + 1e-6), 1.0);
-        return std::tuple_cat(detail::update_one<Opt, P>(std::get<I>(gs) * cast<P::dt>(coef))...);
+        using U = detail::groups<std::index_sequence<I...>,
+                                 decltype(detail::update_one<Opt, P>(std::get<I>(gs) * cast<P::dt>(coef)))...>;
+        return U{{detail::update_one<Opt, P>(std::get<I>(gs) * cast<P::dt>(coef))}...};
       } else {
-        return std::tuple_cat(detail::update_one<Opt, P>(std::get<I>(gs))...);
+        using U = detail::groups<std::index_sequence<I...>, decltype(detail::update_one<Opt, P>(std::get<I>(gs)))...>;
+        return U{{detail::update_one<Opt, P>(std::get<I>(gs))}...};
       }
     }();
-    return std::apply([&](const auto&... u) { return outputs(loss, u...); }, ups);
+    constexpr auto& at =
+        detail::flat_positions_of<std::tuple_size_v<decltype(detail::update_one<Opt, P>(std::get<I>(gs)))>...>;
+    return [&]<std::size_t... F>(std::index_sequence<F...>) {
+      return outputs(loss, std::get<at[F].second>(detail::group_at<at[F].first>(ups))...);
+    }(std::make_index_sequence<at.size()>{});
   }(std::index_sequence_for<P...>{});
 }
 

@@ -93,7 +93,7 @@ class trainer {
   trainer(const L& loss, Params params, Opt opt, param_set initial, Clip clip = {}, B = B{})
       : step_expr_(training_step(loss, params, opt, clip)), opt_(opt), clip_(clip), params_(std::move(initial)) {
     // the trainer's own copy: its steps write into its two sets of tensors in turn
-    params_.for_each_typed([](auto, auto& t) { t = std::remove_cvref_t<decltype(t)>(t.any().clone()); });
+    for (any_tensor* t : params_.tensors()) *t = t->clone();
     if constexpr (uses_seed) seed_value_ = any_tensor(dtype::i64, dims{});
   }
 
@@ -119,11 +119,10 @@ class trainer {
   double step(std::span<const feed> batch) {
     begin_step();
     std::vector<feed> f(batch.begin(), batch.end());
-    const auto add = [&]<class P>(std::type_identity<P>, const any_tensor& t) { f.push_back({P::name.view(), t}); };
-    hyper_.for_each(add);
+    add_feeds(f, hyper_);
     if constexpr (uses_seed) f.push_back({seed_input::name.view(), seed_value_});
-    params_.for_each(add);
-    states_.for_each(add);
+    add_feeds(f, params_);
+    add_feeds(f, states_);
     return finish(bind_leaves(traced<Step>::value, step_expr_, f));
   }
   double step(std::initializer_list<feed> batch) { return step(std::span<const feed>(batch.begin(), batch.size())); }
@@ -205,16 +204,35 @@ class trainer {
     // a new seed each step: the random ops draw new values
     if constexpr (uses_seed) *seed_value_.template data<std::int64_t>() = static_cast<std::int64_t>(step_seed(seed_, t_));
   }
+  /// The tensors of a set as feeds by name.
+  template <class S>
+  static void add_feeds(std::vector<feed>& f, const S& set) {
+    const auto t = set.tensors();
+    for (std::size_t i = 0; i < S::size(); ++i) f.push_back({S::info[i].name, *t[i]});
+  }
+  /// Where each output after the loss goes: a parameter's position (0, 1, ...) or a state's
+  /// (-1, -2, ...). Loops over this, not over the placeholder types: code per placeholder type
+  /// of a large model costs g++ more to name than to compile.
+  static constexpr auto output_home = [] {
+    std::array<int, output_set::size()> r{};
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      const int p = kiln::detail::find_slot(param_set::info, output_set::info[i]);
+      r[i] = p >= 0 ? p : -1 - kiln::detail::find_slot(state_set::info, output_set::info[i]);
+    }
+    return r;
+  }();
   /// Runs the step on its leaf table into the second set, swaps the sets, returns the loss.
   double finish(const std::vector<any_tensor>& leaves) {
-    std::vector<any_tensor> into(1 + output_set::size());
-    std::size_t i = 1;
-    next_.for_each([&]<class P>(std::type_identity<P>, const any_tensor& t) { into[i++] = t; });
+    const auto next = next_.tensors();
+    std::vector<any_tensor> into(1 + next.size());
+    for (std::size_t i = 0; i < next.size(); ++i) into[1 + i] = *next[i];
     std::vector<any_tensor> out = B::template run<program<Step>>(leaves, into);
-    next_.for_each_typed([&]<class P>(std::type_identity<P>, auto& t) {
-      if constexpr (param_set::template index_of<P>() >= 0) std::swap(params_.template get<P>(), t);
-      else std::swap(states_.template get<P>(), t);
-    });
+    const auto params = params_.tensors();
+    const auto states = states_.tensors();
+    for (std::size_t i = 0; i < next.size(); ++i) {
+      const int h = output_home[i];
+      std::swap(*next[i], h >= 0 ? *params[static_cast<std::size_t>(h)] : *states[static_cast<std::size_t>(-1 - h)]);
+    }
     double loss = 0;
     visit(out[0].dt(), [&]<dtype D>() { loss = static_cast<double>(compute_t<D>(*out[0].template data<storage_t<D>>())); });
     return loss;
@@ -222,7 +240,8 @@ class trainer {
   /// Parameters and states by name, sharing storage (for checkpoints).
   io::tensor_map by_name() const {
     io::tensor_map all = params_.by_name();
-    states_.for_each([&]<class P>(std::type_identity<P>, const any_tensor& t) { all[std::string(P::name.view())] = t; });
+    const auto t = states_.tensors();
+    for (std::size_t i = 0; i < state_set::size(); ++i) all[std::string(state_set::info[i].name)] = *t[i];
     return all;
   }
 

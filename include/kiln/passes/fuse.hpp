@@ -435,7 +435,13 @@ struct fuser {
         for (int j = 0; j < count && best == no_kernel; ++j)
           best = sibling(n.shape, ~0u, n.in[j], all.data(), static_cast<int>(all.size()));
       }
-      if (best == no_kernel) best = open(kernel_kind::pointwise, n.shape, 0, i);
+      if (best == no_kernel) {
+        best = open(kernel_kind::pointwise, n.shape, 0, i);
+        // a kernel with a concat or an iota runs node by node, in scalar code (cpu/single.hpp):
+        // what joined it would run so too. Alone it is a copy (a fill), and its readers are
+        // vectorised kernels of their own.
+        if (n.o == op::concat || n.o == op::iota) closed[static_cast<std::size_t>(best)] = 1;
+      }
       for (int j = 0; j < count; ++j)
         if (inline_[j]) place_deferred(n.in[j], best);
       place(i, best, deps, count);
