@@ -191,3 +191,25 @@ TEST_CASE("share: structurally equal shares holding different scalars are an err
   for (index_t i = 0; i < 3; ++i)
     for (index_t j = 0; j < 64; ++j) CHECK(y(i, j) == 4 * x(i, j));
 }
+
+TEST_CASE("a concat is a kernel of its own, and what reads it is fused elsewhere") {
+  // a kernel holding a concat runs node by node in scalar code: nothing else joins it, so the
+  // product and the column sum below are one vectorised reduction kernel reading both concats
+  using Y = input<"y", f32, shape<dyn, 32>>;
+  using E = decltype(sum<0>(concat<1>(X{}, Y{}) * concat<1>(Y{}, X{}) + 1.0f));
+  constexpr auto& s = plan<E>::schedule;
+  static_assert(s.kernels.size() == 3);
+  static_assert([] {
+    for (std::size_t k = 0; k < s.g.nodes.size(); ++k)
+      if (s.g.nodes[k].o == op::concat) {
+        int in_kernel = 0;
+        for (std::size_t j = 0; j < s.g.nodes.size(); ++j) in_kernel += s.kernel_of[j] == s.kernel_of[k];
+        if (in_kernel != 1) return false;
+      }
+    return true;
+  }());
+  const auto xv = kt::random<float, 2>({37, 64});
+  const auto yv = kt::random<float, 2>({37, 32});
+  const any_tensor want = eval(E{}, X{} = xv, Y{} = yv, eager::backend).any();
+  CHECK(kt::difference(want, eval(E{}, X{} = xv, Y{} = yv).any()) < 1e-5);
+}

@@ -327,6 +327,20 @@ struct kernel_code {
     }
   }
 
+  /// A column reduction's step: the references it reads and writes, column_prefetch positions
+  /// ahead along the innermost reduced axis (threads.hpp; formed as integers: the address may
+  /// be past the array, and is only prefetched).
+  [[gnu::always_inline]] static void prefetch_column(const F& f, const rows_geometry& g, index_t j0) {
+    const auto d = static_cast<std::size_t>(g.red[g.outer_red - 1]);
+    const auto ahead = [&](std::size_t m) KILN_INLINE {
+      return reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(f.p[m]) +
+                                           static_cast<std::uintptr_t>(j0 * f.is[m] + column_prefetch * g.mr[m].stride[d]));
+    };
+    for (int q = 0; q < n_row_ins; ++q) __builtin_prefetch(ahead(static_cast<std::size_t>(row_ins[static_cast<std::size_t>(q)])), 0, 3);
+    for (int q = 0; q < n_final_outs; ++q)
+      __builtin_prefetch(ahead(static_cast<std::size_t>(final_outs[static_cast<std::size_t>(q)])), 1, 3);
+  }
+
   template <int P>
   static constexpr bool any_action() {
     for (act x : I.action[P])
@@ -544,6 +558,7 @@ struct kernel_code {
           }
           f.cache_off += len;
         } else {
+          if constexpr (n_row_ins > 0 || n_final_outs > 0) prefetch_column(f, g, j0);
           step<P>(r, acc, f, j0, cnt);
         }
         int a = g.outer_red - 1;

@@ -77,6 +77,11 @@ inline constexpr index_t pointwise_chunk = 16384;
 /// bandwidth (16 lines were too few for fast memory), near enough that the lines are still
 /// cached when loaded (chosen by measurement: docs/notes.md).
 inline constexpr index_t stream_prefetch_bytes = 3072;
+/// Column reductions (lanes across the kept innermost axis) step through the reduced positions
+/// a row's stride apart; each reference is prefetched this many positions ahead along the
+/// innermost reduced axis (the hardware prefetchers stop at page boundaries, so without it a
+/// bias gradient's sweep waited on memory at each step).
+inline constexpr index_t column_prefetch = 8;
 
 /// A rank-0 value from memory, as a double and (for integers) an int64.
 inline sval load_sval(const view& v) {
