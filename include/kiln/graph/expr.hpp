@@ -347,8 +347,8 @@ constexpr auto build(const K&... k) {  // `auto`: g++ instantiates the body (and
 /// A built kiln::outputs(...) (not an expression): like an id, its type names only the
 /// structural hash of all the outputs and its numbers of leaves and outputs. With the outputs'
 /// types in its name instead (a training step has one per parameter and state), every
-/// template instantiated for the step carried that list in its symbol name: g++ 12 took
-/// minutes to name them (docs/build-cost.md).
+/// template instantiated for the step carried that list in its symbol name, and g++ 12 pays
+/// for every long name (docs/build-cost.md).
 template <std::uint64_t H, std::size_t NT, std::size_t NS, std::size_t N>
 struct root : outputs_base {
   static constexpr std::uint64_t hash = H;

@@ -213,7 +213,7 @@ constexpr auto squared_norm(const G&... g) {
 /// The updates of a training step, one std::tuple (new parameter, new states...) per parameter,
 /// each reached by its position through its own base (`group_at<K>(u)`): a std::tuple of them,
 /// or std::tuple_cat, would instantiate std::get or tuple_cat's steps once per parameter with
-/// every update's type in their names (for a large model, minutes of g++'s time to name them).
+/// every update's type in their names (long names are what g++ 12 pays for: docs/build-cost.md).
 template <std::size_t K, class T>
 struct group {
   T value;
