@@ -195,7 +195,7 @@ struct feed_table {
   std::array<int, C> slots{};
 };
 constexpr bool is_placeholder_of(const node& n, const slot_info& s) {
-  return n.o == s.kind && n.dt == s.dt && n.shape == s.shape && n.label() == s.name;
+  return slot_info{n.label(), n.o, n.dt, n.shape} == s;
 }
 template <class E, class A>
 struct feed_slots {
@@ -260,10 +260,7 @@ concept feeds_then_out =
     (typed_count<A...> + 1 == sizeof...(A) && std::same_as<std::tuple_element_t<sizeof...(A) - 1, std::tuple<A...>>,
                                                            std::vector<any_tensor>&>);
 
-/// The leaf table of e's graph with its placeholders bound from the typed feeds among a...
-/// (other arguments, a backend or an out= vector, are skipped). kiln::binds has checked the
-/// binding at compile time; this checks what only run time knows: the dtype of an any_tensor,
-/// and the extents.
+/// Binds the tensors of argument a, if it is a typed feed, into E's leaf table.
 template <class E, class A>
 void bind_feed(std::vector<any_tensor>& leaves, const A& a) {
   if constexpr (typed_feeds<A>) {
@@ -271,6 +268,10 @@ void bind_feed(std::vector<any_tensor>& leaves, const A& a) {
     bind_tensors(leaves, A::info, a.tensors(), t.offsets, t.slots);
   }
 }
+/// The leaf table of e's graph with its placeholders bound from the typed feeds among a...
+/// (other arguments, a backend or an out= vector, are skipped). kiln::binds has checked the
+/// binding at compile time; this checks what only run time knows: the dtype of an any_tensor,
+/// and the extents.
 template <traceable E, class... A>
 std::vector<any_tensor> bind_typed(const E& e, const A&... a) {
   std::vector<any_tensor> leaves = leaves_with_data(traced<E>::value, e);
@@ -512,7 +513,8 @@ KILN_RUNTIME std::vector<any_tensor> bind_feeds(std::span<const node> nodes, std
 KILN_RUNTIME void bind_tensors(std::vector<any_tensor>& leaves, std::span<const slot_info> info,
                                std::span<const any_tensor* const> tensors, std::span<const int> offsets,
                                std::span<const int> slots) {
-  for (std::size_t i = 0; i < info.size(); ++i) check_bound(*tensors[i], info[i].dt, info[i].shape, [&] { return slot_what(info[i]); });
+  for (std::size_t i = 0; i < info.size(); ++i)
+    check_bound(*tensors[i], info[i].dt, info[i].shape, [&] { return slot_what(info[i]); });
   for (std::size_t i = 0; i < info.size(); ++i)
     for (auto k = static_cast<std::size_t>(offsets[i]); k < static_cast<std::size_t>(offsets[i + 1]); ++k)
       leaves[static_cast<std::size_t>(slots[k])] = *tensors[i];

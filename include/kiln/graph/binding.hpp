@@ -14,6 +14,7 @@
 // conversions of tensor_set, and kiln::feed in eval.hpp).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <map>
@@ -273,8 +274,10 @@ class tensor_set<std::tuple<P...>> : public typed_feeds_base {
   /// must keep its placeholder's dtype and rank.
   std::array<any_tensor*, sizeof...(P)> tensors() { return slots(); }
   std::array<const any_tensor*, sizeof...(P)> tensors() const {
-    return std::apply([](const tensor_type<P>&... t) { return std::array<const any_tensor*, sizeof...(P)>{&t.any()...}; },
-                      t_);
+    std::array<const any_tensor*, sizeof...(P)> r{};
+    const auto s = slots();
+    std::copy(s.begin(), s.end(), r.begin());
+    return r;
   }
 
  private:

@@ -240,8 +240,7 @@ class trainer {
   /// Parameters and states by name, sharing storage (for checkpoints).
   io::tensor_map by_name() const {
     io::tensor_map all = params_.by_name();
-    const auto t = states_.tensors();
-    for (std::size_t i = 0; i < state_set::size(); ++i) all[std::string(state_set::info[i].name)] = *t[i];
+    all.merge(states_.by_name());
     return all;
   }
 

@@ -336,7 +336,8 @@ struct kernel_code {
       return reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(f.p[m]) +
                                            static_cast<std::uintptr_t>(j0 * f.is[m] + column_prefetch * g.mr[m].stride[d]));
     };
-    for (int q = 0; q < n_row_ins; ++q) __builtin_prefetch(ahead(static_cast<std::size_t>(row_ins[static_cast<std::size_t>(q)])), 0, 3);
+    for (int q = 0; q < n_row_ins; ++q)
+      __builtin_prefetch(ahead(static_cast<std::size_t>(row_ins[static_cast<std::size_t>(q)])), 0, 3);
     for (int q = 0; q < n_final_outs; ++q)
       __builtin_prefetch(ahead(static_cast<std::size_t>(final_outs[static_cast<std::size_t>(q)])), 1, 3);
   }
