@@ -42,6 +42,15 @@ inline constexpr index_t bq = 64, bk = 128;
 
 inline index_t round_up(index_t n, index_t m) { return (n + m - 1) / m * m; }
 
+/// R rows times nv < NV vectors of columns (rows_product's last columns).
+template <class T, class Arch, int R, int V = 1>
+void product_tail(int nv, index_t k, const T* a, index_t lda, const T* b, index_t ldb, T* c, index_t ldc, bool first) {
+  if constexpr (V < gemm_config<T, Arch>::nv) {
+    if (nv == V) micro_kernel_simd_loop<T, R, V, Arch, true>(k, a, lda, b, ldb, c, ldc, first);
+    else product_tail<T, Arch, R, V + 1>(nv, k, a, lda, b, ldb, c, ldc, first);
+  }
+}
+
 /// C[m x n] = (first) or += A[m x k] B[k x n], A and B by rows (strides lda, ldb), n a multiple
 /// of the vector width: the GEMM's micro-kernel on A's rows in place, MR rows at a time.
 template <class T, class Arch, int R = gemm_config<T, Arch>::mr>
@@ -62,11 +71,40 @@ void rows_product(index_t m, index_t n, index_t k, const T* a, index_t lda, cons
       index_t j = 0;
       for (; j + wide <= n; j += wide)
         micro_kernel_simd_loop<T, R, cfg::nv, Arch, true>(k, a + i * lda, lda, b + j, ldb, c + i * ldc + j, ldc, first);
-      for (; j < n; j += cfg::width)
-        micro_kernel_simd_loop<T, R, 1, Arch, true>(k, a + i * lda, lda, b + j, ldb, c + i * ldc + j, ldc, first);
+      // the rest (a head of d = 32 is all rest) as one tile as wide as it is: one broadcast of A
+      // per row feeds each of its vectors, where a vector at a time took a broadcast per FMA
+      if (j < n) product_tail<T, Arch, R>(static_cast<int>((n - j) / cfg::width), k, a + i * lda, lda, b + j, ldb, c + i * ldc + j, ldc, first);
     }
     if constexpr (R > 1)
       if (i < m) rows_product<T, Arch, R - 1>(m - i, n, k, a + i * lda, lda, b, ldb, c + i * ldc, ldc, first);
+  }
+}
+
+/// C[m x n] += A^T B for A [k x m] by rows (stride lda) and B [k x n] by rows (stride ldb), n a
+/// multiple of the vector width: rows_product with A read by columns, so that dV += P^T dO and
+/// dK += dS^T Q need no transposed copy of the tile.
+template <class T, class Arch, int R = gemm_config<T, Arch>::mr>
+void cols_product(index_t m, index_t n, index_t k, const T* a, index_t lda, const T* b, index_t ldb, T* c, index_t ldc) {
+  using cfg = gemm_config<T, Arch>;
+  if constexpr (!cfg::vectorised) {
+    for (index_t i = 0; i < m; ++i)
+      for (index_t j = 0; j < n; ++j) {
+        T acc = 0;
+        for (index_t p = 0; p < k; ++p) acc += a[p * lda + i] * b[p * ldb + j];
+        c[i * ldc + j] += acc;
+      }
+  } else {
+    constexpr index_t wide = cfg::nv * cfg::width;
+    index_t i = 0;
+    for (; i + R <= m; i += R) {
+      index_t j = 0;
+      for (; j + wide <= n; j += wide)
+        micro_kernel_simd_loop<T, R, cfg::nv, Arch, false>(k, a + i, lda, b + j, ldb, c + i * ldc + j, ldc, false);
+      for (; j < n; j += cfg::width)
+        micro_kernel_simd_loop<T, R, 1, Arch, false>(k, a + i, lda, b + j, ldb, c + i * ldc + j, ldc, false);
+    }
+    if constexpr (R > 1)
+      if (i < m) cols_product<T, Arch, R - 1>(m - i, n, k, a + i, lda, b, ldb, c + i * ldc, ldc);
   }
 }
 
@@ -96,6 +134,13 @@ struct operand {
     return off;
   }
   template <class T> T at(index_t off) const { return reinterpret_cast<const T*>(p)[off]; }
+  /// Writes n elements along the last axis from element offset off (the operand is the output).
+  template <class T> void put(index_t off, index_t n, const T* src) const {
+    T* d = reinterpret_cast<T*>(const_cast<std::byte*>(p)) + off;
+    if (sc == 1) std::memcpy(d, src, static_cast<std::size_t>(n) * sizeof(T));
+    else
+      for (index_t c = 0; c < n; ++c) d[c * sc] = src[c];
+  }
   /// n elements along the last axis from element offset off, into dst.
   template <class T> void row(index_t off, index_t n, T* dst) const {
     if (sc == 1) std::memcpy(dst, reinterpret_cast<const T*>(p) + off, static_cast<std::size_t>(n) * sizeof(T));
@@ -120,11 +165,11 @@ struct mask_ref {
   }
 };
 
-/// Row r of a score tile for query i, keys j0 .. j0 + bk: masked entries (the mask, causal
-/// keys after i, padding after tk) set to -inf, an additive mask added.
+/// Row r of a score tile for query i, keys j0 .. j0 + n (n <= bk): masked entries (the mask,
+/// causal keys after i, padding after tk) set to -inf, an additive mask added.
 template <class T>
-void mask_row(T* s, const mask_ref& mk, index_t mbase, index_t i, index_t j0, index_t tk, bool causal) {
-  index_t valid = std::min(bk, tk - j0);
+void mask_row(T* s, const mask_ref& mk, index_t mbase, index_t i, index_t j0, index_t n, index_t tk, bool causal) {
+  index_t valid = std::min(n, tk - j0);
   if (causal) valid = std::min(valid, std::max<index_t>(0, i - j0 + 1));
   constexpr T minus_inf = -std::numeric_limits<T>::infinity();
   if (!mk.none) {
@@ -138,53 +183,101 @@ void mask_row(T* s, const mask_ref& mk, index_t mbase, index_t i, index_t j0, in
       }
     }
   }
-  for (index_t j = valid; j < bk; ++j) s[j] = minus_inf;
+  for (index_t j = valid; j < n; ++j) s[j] = minus_inf;
 }
 
-/// max of s[0 .. bk).
+/// max of s[0 .. n), n a multiple of the vector width.
 template <class T, class Arch>
-T row_max(const T* s) {
+T row_max(const T* s, index_t n) {
   using cfg = gemm_config<T, Arch>;
   T m = -std::numeric_limits<T>::infinity();
   if constexpr (cfg::vectorised) {
     using V = xsimd::batch<T, Arch>;
     V acc(m);
-    for (index_t j = 0; j < bk; j += cfg::width) acc = xsimd::max(acc, V::load_unaligned(s + j));
+    for (index_t j = 0; j < n; j += cfg::width) acc = xsimd::max(acc, V::load_unaligned(s + j));
     T lanes[cfg::width];  // (xsimd 8 has no horizontal max)
     acc.store_unaligned(lanes);
     for (T x : lanes) m = std::max(m, x);
   } else {
-    for (index_t j = 0; j < bk; ++j) m = std::max(m, s[j]);
+    for (index_t j = 0; j < n; ++j) m = std::max(m, s[j]);
   }
   return m;
 }
 
-/// s[j] = exp(s[j] - shift) for j in [0, bk), in place; returns their sum.
+/// e^x, or 0 where it is below the smallest normal number (masked keys' -inf among them): a
+/// denormal result costs a microcode assist of about a hundred cycles on Intel cores, which
+/// a causal mask's -inf lanes met in every diagonal tile (a third of the forward's time at
+/// T = 128). A probability that small is below the rounding of its row's sum (at least 1).
 template <class T, class Arch>
-T exp_row(T* s, T shift) {
+[[gnu::always_inline]] inline xsimd::batch<T, Arch> exp_or_zero(const xsimd::batch<T, Arch>& x) {
+  using V = xsimd::batch<T, Arch>;
+  const V lo(std::is_same_v<T, float> ? T(-87.33) : T(-708.39));
+  const auto tiny = x < lo;  // false for NaN, which stays NaN
+  return xsimd::select(tiny, V(T(0)), simd::fn::exp(xsimd::select(tiny, lo, x)));
+}
+
+/// s[j] = exp(s[j] - shift) for j in [0, n), in place (n a multiple of the vector width);
+/// returns their sum.
+template <class T, class Arch>
+T exp_row(T* s, T shift, index_t n) {
   using cfg = gemm_config<T, Arch>;
   if constexpr (cfg::vectorised) {
     using V = xsimd::batch<T, Arch>;
     V sum(T(0));
     const V sh(shift);
-    for (index_t j = 0; j < bk; j += cfg::width) {
-      const V e = simd::fn::exp(V::load_unaligned(s + j) - sh);
+    for (index_t j = 0; j < n; j += cfg::width) {
+      const V e = exp_or_zero<T, Arch>(V::load_unaligned(s + j) - sh);
       e.store_unaligned(s + j);
       sum += e;
     }
     return xsimd::hadd(sum);
   } else {
     T sum = 0;
-    for (index_t j = 0; j < bk; ++j) sum += (s[j] = std::exp(s[j] - shift));
+    for (index_t j = 0; j < n; ++j) sum += (s[j] = std::exp(s[j] - shift));
     return sum;
   }
 }
 
-/// dst[c][r] = src[r][c] for r < rows, c < bk (dst rows of stride bq).
+/// dst[c * stride] = src[c] for c < n.
 template <class T>
-void transpose_tile(const T* src, index_t rows, T* dst) {
-  for (index_t r = 0; r < rows; ++r)
-    for (index_t c = 0; c < bk; ++c) dst[c * bq + r] = src[r * bk + c];
+void put_row(T* dst, index_t stride, const T* src, index_t n) {
+  if (stride == 1) std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(T));
+  else
+    for (index_t c = 0; c < n; ++c) dst[c * stride] = src[c];
+}
+
+/// x[j] *= f for j < n (whole vectors).
+template <class T, class Arch>
+void scale_row(T* x, T f, index_t n) {
+  using cfg = gemm_config<T, Arch>;
+  if constexpr (cfg::vectorised) {
+    using V = xsimd::batch<T, Arch>;
+    for (index_t j = 0; j < n; j += cfg::width) (V::load_unaligned(x + j) * V(f)).store_unaligned(x + j);
+  } else {
+    for (index_t j = 0; j < n; ++j) x[j] *= f;
+  }
+}
+
+/// dS = P (dP - D) for one row, in place of dP: ds[j] = p[j] (ds[j] - dval), j < n (whole vectors).
+template <class T, class Arch>
+void ds_row(const T* p, T* ds, T dval, index_t n) {
+  using cfg = gemm_config<T, Arch>;
+  if constexpr (cfg::vectorised) {
+    using V = xsimd::batch<T, Arch>;
+    const V dv(dval);
+    for (index_t j = 0; j < n; j += cfg::width)
+      (V::load_unaligned(p + j) * (V::load_unaligned(ds + j) - dv)).store_unaligned(ds + j);
+  } else {
+    for (index_t j = 0; j < n; ++j) ds[j] = p[j] * (ds[j] - dval);
+  }
+}
+
+/// The keys a tile of queries [i0, i0 + rows) reads from key j0 on: up to bk, the causal
+/// diagonal and tk, rounded up to whole vectors (the columns past tk are packed as zeros and
+/// masked).
+inline index_t tile_keys(index_t i0, index_t rows, index_t j0, index_t tk, bool causal, index_t width) {
+  const index_t end = causal ? std::min(tk, i0 + rows) : tk;
+  return std::min(bk, round_up(end - j0, width));
 }
 
 /// K^T [d x tkp] and V [tkp x dvp] (or V^T [dv x tkp]) of k/v head (b, kh), zero beyond tk and
@@ -252,25 +345,23 @@ void forward(const view& qv, const view& kv, const view& vv, const view& maskv, 
       std::fill(acc.begin(), acc.end(), T(0));
       const index_t kend = causal ? std::min(g.tk, i0 + rows) : g.tk;
       for (index_t j0 = 0; j0 < kend; j0 += bk) {
-        rows_product<T, Arch>(rows, bk, g.d, qb.data(), dp, pk.kt + j0, pk.tkp, s.data(), bk, true);
+        const index_t n = tile_keys(i0, rows, j0, g.tk, causal, width);
+        rows_product<T, Arch>(rows, n, g.d, qb.data(), dp, pk.kt + j0, pk.tkp, s.data(), bk, true);
         for (index_t rr = 0; rr < rows; ++rr) {
           T* sr = s.data() + rr * bk;
-          mask_row(sr, mk, mbase, i0 + rr, j0, g.tk, causal);
-          const T mnew = std::max(m[static_cast<std::size_t>(rr)], row_max<T, Arch>(sr));
+          mask_row(sr, mk, mbase, i0 + rr, j0, n, g.tk, causal);
+          const T mnew = std::max(m[static_cast<std::size_t>(rr)], row_max<T, Arch>(sr, n));
           if (mnew == -std::numeric_limits<T>::infinity()) {  // every key so far masked: weights 0
-            std::fill(sr, sr + bk, T(0));
+            std::fill(sr, sr + n, T(0));
             continue;
           }
           const T alpha = std::exp(m[static_cast<std::size_t>(rr)] - mnew);
-          const T sum = exp_row<T, Arch>(sr, mnew);
+          const T sum = exp_row<T, Arch>(sr, mnew, n);
           l[static_cast<std::size_t>(rr)] = l[static_cast<std::size_t>(rr)] * alpha + sum;
           m[static_cast<std::size_t>(rr)] = mnew;
-          if (alpha != T(1)) {
-            T* ar = acc.data() + rr * dvp;
-            for (index_t c = 0; c < dvp; ++c) ar[c] *= alpha;
-          }
+          if (alpha != T(1)) scale_row<T, Arch>(acc.data() + rr * dvp, alpha, dvp);
         }
-        rows_product<T, Arch>(rows, dvp, bk, s.data(), bk, pk.v + j0 * dvp, dvp, acc.data(), dvp, false);
+        rows_product<T, Arch>(rows, dvp, n, s.data(), bk, pk.v + j0 * dvp, dvp, acc.data(), dvp, false);
       }
       const index_t obase = o.base(b, h) + i0 * o.st;
       auto* op = reinterpret_cast<T*>(const_cast<std::byte*>(o.p));
@@ -278,7 +369,9 @@ void forward(const view& qv, const view& kv, const view& vv, const view& maskv, 
         const T lr = l[static_cast<std::size_t>(rr)];
         const bool empty = lr == T(0);  // every key masked: NaN, as the math reference's softmax
         const T inv = empty ? std::numeric_limits<T>::quiet_NaN() : T(1) / lr;
-        for (index_t c = 0; c < g.dv; ++c) op[obase + rr * o.st + c * o.sc] = acc[static_cast<std::size_t>(rr * dvp + c)] * inv;
+        T* ar = acc.data() + rr * dvp;
+        scale_row<T, Arch>(ar, inv, dvp);
+        o.put(obase + rr * o.st, g.dv, ar);
         op[obase + rr * o.st + g.dv * o.sc] =
             empty ? -std::numeric_limits<T>::infinity() : m[static_cast<std::size_t>(rr)] + std::log(lr);
       }
@@ -319,7 +412,7 @@ void backward(const view& qv, const view& kvv, const view& maskv, const view& og
     const block pk_mem(static_cast<std::size_t>(pk.floats(true)) * sizeof(T));
     const index_t nq = group * g.tq;
     std::vector<T> qp, dop, dq, dd, lse, s(static_cast<std::size_t>(bq * bk)), dpt(static_cast<std::size_t>(bq * bk)),
-        tr(static_cast<std::size_t>(bk * bq)), dk(static_cast<std::size_t>(bk * dp)), dvv(static_cast<std::size_t>(bk * dvp));
+        dk(static_cast<std::size_t>(bk * dp)), dvv(static_cast<std::size_t>(bk * dvp));
     for (index_t w = w0; w < w1; ++w) {
       const index_t b = w / g.hk, kh = w % g.hk;
       pk.pack(reinterpret_cast<T*>(pk_mem.data()), k, v, b, kh, g, true, true);
@@ -356,32 +449,29 @@ void backward(const view& qv, const view& kvv, const view& maskv, const view& og
             if (causal && i0 + rows - 1 < j0) continue;
             const T* qrows = qp.data() + row0 * dp;
             const T* dorows = dop.data() + row0 * dvp;
-            rows_product<T, Arch>(rows, bk, g.d, qrows, dp, pk.kt + j0, pk.tkp, s.data(), bk, true);
-            rows_product<T, Arch>(rows, bk, g.dv, dorows, dvp, pk.v + j0, pk.tkp, dpt.data(), bk, true);
+            const index_t n = tile_keys(i0, rows, j0, g.tk, causal, width);
+            rows_product<T, Arch>(rows, n, g.d, qrows, dp, pk.kt + j0, pk.tkp, s.data(), bk, true);
+            rows_product<T, Arch>(rows, n, g.dv, dorows, dvp, pk.v + j0, pk.tkp, dpt.data(), bk, true);
             for (index_t rr = 0; rr < rows; ++rr) {
               T* sr = s.data() + rr * bk;
-              T* dr = dpt.data() + rr * bk;
-              mask_row(sr, mk, mbase, i0 + rr, j0, g.tk, causal);
-              exp_row<T, Arch>(sr, lse[static_cast<std::size_t>(row0 + rr)]);  // P
-              const T dval = dd[static_cast<std::size_t>(row0 + rr)];
-              for (index_t j = 0; j < bk; ++j) dr[j] = sr[j] * (dr[j] - dval);  // dS
+              mask_row(sr, mk, mbase, i0 + rr, j0, n, g.tk, causal);
+              exp_row<T, Arch>(sr, lse[static_cast<std::size_t>(row0 + rr)], n);  // P
+              ds_row<T, Arch>(sr, dpt.data() + rr * bk, dd[static_cast<std::size_t>(row0 + rr)], n);
             }
-            transpose_tile(s.data(), rows, tr.data());  // P^T
-            rows_product<T, Arch>(bk, dvp, rows, tr.data(), bq, dorows, dvp, dvv.data(), dvp, false);
-            transpose_tile(dpt.data(), rows, tr.data());  // dS^T
-            rows_product<T, Arch>(bk, dp, rows, tr.data(), bq, qrows, dp, dk.data(), dp, false);
-            rows_product<T, Arch>(rows, dp, bk, dpt.data(), bk, pk.k + j0 * dp, dp, dq.data() + row0 * dp, dp, false);
+            cols_product<T, Arch>(n, dvp, rows, s.data(), bk, dorows, dvp, dvv.data(), dvp);  // dV += P^T dO
+            cols_product<T, Arch>(n, dp, rows, dpt.data(), bk, qrows, dp, dk.data(), dp);     // dK += dS^T Q
+            rows_product<T, Arch>(rows, dp, n, dpt.data(), bk, pk.k + j0 * dp, dp, dq.data() + row0 * dp, dp, false);
           }
         }
         for (index_t j = j0; j < std::min(g.tk, j0 + bk); ++j) {
           T* dst = res + obase + (g.h * g.tq + kh * g.tk + j) * ors;
-          for (index_t c = 0; c < g.d; ++c) dst[c * ocs] = dk[static_cast<std::size_t>((j - j0) * dp + c)];
-          for (index_t c = 0; c < g.dv; ++c) dst[(g.d + c) * ocs] = dvv[static_cast<std::size_t>((j - j0) * dvp + c)];
+          put_row(dst, ocs, dk.data() + (j - j0) * dp, g.d);
+          put_row(dst + g.d * ocs, ocs, dvv.data() + (j - j0) * dvp, g.dv);
         }
       }
       for (index_t row = 0; row < nq; ++row) {  // the group's q heads are consecutive
         T* dst = res + obase + (kh * group * g.tq + row) * ors;
-        for (index_t c = 0; c < g.d; ++c) dst[c * ocs] = dq[static_cast<std::size_t>(row * dp + c)];
+        put_row(dst, ocs, dq.data() + row * dp, g.d);
         for (index_t c = 0; c < g.dv; ++c) dst[(g.d + c) * ocs] = T(0);
       }
     }

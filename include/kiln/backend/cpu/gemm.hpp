@@ -291,7 +291,8 @@ void pack_b_edge(const T* b, index_t rs, index_t cs, index_t kc, index_t cols, i
 // to c (row stride ldc): c = acc on the first k block, c += acc on the others. b is a packed
 // micro-panel (ldb = NR) or, for products of few rows, B itself (ldb its row stride). A(r, p)
 // is a[p*MR + r], a packed micro-panel, when lda is 0, else a[r*lda + p]: A's rows read in place
-// (see gemm_block).
+// (see gemm_block). micro_kernel_simd_loop also reads A by columns, a[p*lda + r], with DirectA
+// false and lda not 0 (fused attention's P^T, a tile of rows of P).
 
 template <class U, int MR, int NV, class Arch, bool DirectA>
 void micro_kernel_simd_loop(index_t kc, const U* __restrict a, index_t lda, const U* __restrict b, index_t ldb,
@@ -312,6 +313,7 @@ void micro_kernel_simd_loop(index_t kc, const U* __restrict a, index_t lda, cons
   const U* rows[MR];  // in place: row r's next element
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) rows[r] = a + (DirectA ? r * lda : r);
+  const index_t astep = lda ? lda : MR;  // (packed or by columns)
   for (index_t p = 0; p < kc; ++p) {
     V bv[NV];
 #pragma GCC unroll 4
@@ -322,7 +324,7 @@ void micro_kernel_simd_loop(index_t kc, const U* __restrict a, index_t lda, cons
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[r][v] = fmadd(ar, bv[v], acc[r][v]);
     }
-    if constexpr (!DirectA) a += MR;
+    if constexpr (!DirectA) a += astep;
     b += ldb;
   }
   if (first) {
