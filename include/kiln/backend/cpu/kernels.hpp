@@ -669,7 +669,14 @@ struct kernel_code {
         if (gd.e->failed()) return;
         gd.e->guard([&] { epilogue<T>(gd.c, outer, bi, i, j0, count, cp); });
       };
-      matmul_views<D>(a, b, c, ep);
+      // (the epilogue's operands: whether the GEMM may fold the last batch axis into rows)
+      bool folds = rank > 2;
+      if constexpr (rank > 2) {
+        const index_t m = c.shape.e[rank - 2];
+        for (int q = 0; q < NM; ++q)
+          if (q != I.c_mem) folds = folds && mr[q].stride[rank - 3] == m * mr[q].stride[rank - 2];
+      }
+      matmul_views<D>(a, b, c, ep, folds);
       err.rethrow();
     }
   }
