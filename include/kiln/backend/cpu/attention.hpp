@@ -42,12 +42,13 @@ inline constexpr index_t bq = 64, bk = 128;
 
 inline index_t round_up(index_t n, index_t m) { return (n + m - 1) / m * m; }
 
-/// R rows times nv < NV vectors of columns (rows_product's last columns).
-template <class T, class Arch, int R, int V = 1>
+/// R rows times nv < NV vectors of columns (the last columns of rows_product, or of
+/// cols_product with ByRows false).
+template <class T, class Arch, int R, bool ByRows = true, int V = 1>
 void product_tail(int nv, index_t k, const T* a, index_t lda, const T* b, index_t ldb, T* c, index_t ldc, bool first) {
   if constexpr (V < gemm_config<T, Arch>::nv) {
-    if (nv == V) micro_kernel_simd_loop<T, R, V, Arch, true>(k, a, lda, b, ldb, c, ldc, first);
-    else product_tail<T, Arch, R, V + 1>(nv, k, a, lda, b, ldb, c, ldc, first);
+    if (nv == V) micro_kernel_simd_loop<T, R, V, Arch, ByRows>(k, a, lda, b, ldb, c, ldc, first);
+    else product_tail<T, Arch, R, ByRows, V + 1>(nv, k, a, lda, b, ldb, c, ldc, first);
   }
 }
 
@@ -100,8 +101,8 @@ void cols_product(index_t m, index_t n, index_t k, const T* a, index_t lda, cons
       index_t j = 0;
       for (; j + wide <= n; j += wide)
         micro_kernel_simd_loop<T, R, cfg::nv, Arch, false>(k, a + i, lda, b + j, ldb, c + i * ldc + j, ldc, false);
-      for (; j < n; j += cfg::width)
-        micro_kernel_simd_loop<T, R, 1, Arch, false>(k, a + i, lda, b + j, ldb, c + i * ldc + j, ldc, false);
+      if (j < n)
+        product_tail<T, Arch, R, false>(static_cast<int>((n - j) / cfg::width), k, a + i, lda, b + j, ldb, c + i * ldc + j, ldc, false);
     }
     if constexpr (R > 1)
       if (i < m) cols_product<T, Arch, R - 1>(m - i, n, k, a + i, lda, b, ldb, c + i * ldc, ldc);
