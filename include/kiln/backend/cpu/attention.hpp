@@ -6,15 +6,17 @@
 // the online softmax keeps each row's running max m and sum l, rescaling the output
 // accumulator O when m grows; O += P V. At the end O / l and the row's logsumexp m + log l,
 // which the backward reads instead of the scores. Only the bq x bk tile of scores exists, in
-// L1; causal blocks above the diagonal are skipped.
+// L1; causal blocks above the diagonal are skipped, and a block on it reads keys only up to
+// its last query (tile_keys).
 // Backward, for each k/v head of one batch element (so that dk and dv, summed over the q heads
 // of its group, and dq, summed over key blocks, have one writer): for each key block, for each
 // query block of each q head of the group, recompute S and P = exp(S - lse), then
 // dV += P^T dO, dP = dO V^T, dS = P (dP - D) with D = rowsum(dO o) - g_lse, dK += dS^T Q,
 // dQ += dS K.
 // K and V are packed once per head (K^T and V in rows padded to whole vectors), so that every
-// product reads its B operand by rows, as the micro-kernel does; q, k, v and the mask may be
-// any strided views (permuted heads, a broadcast mask).
+// product reads its B operand by rows, as the micro-kernel does (P^T and dS^T are read by
+// columns of P and dS: cols_product); q, k, v and the mask may be any strided views (permuted
+// heads, a broadcast mask).
 #pragma once
 
 #include <algorithm>
