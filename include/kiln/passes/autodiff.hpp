@@ -284,8 +284,8 @@ struct differ {
   /// The adjoint of w in y = matmul(a, w): a^T g, summed over the batch axes w was broadcast
   /// over. A matrix w under a batch of a (a linear layer on [batch, t, c]) takes one product over
   /// all the batch's rows, reshape(a, [n, c])^T reshape(g, [n, f]), not a product per batch
-  /// entry and a sum of them: that wrote [batch, c, f] to memory and ran each product over t
-  /// rows only (the language-model example's weight gradients ran at half the GEMM's speed).
+  /// entry and a sum of them, which wrote [batch, c, f] to memory and ran each product over t
+  /// rows only.
   constexpr int matmul_rhs_vjp(const node& y, int g) {
     const dims as = at(y.in[0]).shape, ws = at(y.in[1]).shape, gs = at(g).shape;
     const index_t c = as.rank > 0 ? as.e[as.rank - 1] : dyn, f = gs.rank > 0 ? gs.e[gs.rank - 1] : dyn;

@@ -15,8 +15,8 @@
 // dQ += dS K.
 // K and V are packed once per head (K^T and V in rows padded to whole vectors), so that every
 // product reads its B operand by rows, as the micro-kernel does (P^T and dS^T are read by
-// columns of P and dS: cols_product); q, k, v and the mask may be any strided views (permuted
-// heads, a broadcast mask).
+// columns of P and dS: tile_product with ByRows false); q, k, v and the mask may be any
+// strided views (permuted heads, a broadcast mask).
 #pragma once
 
 #include <algorithm>
@@ -44,8 +44,7 @@ inline constexpr index_t bq = 64, bk = 128;
 
 inline index_t round_up(index_t n, index_t m) { return (n + m - 1) / m * m; }
 
-/// R rows times nv < NV vectors of columns (the last columns of rows_product, or of
-/// cols_product with ByRows false).
+/// R rows times nv < NV vectors of columns (tile_product's last columns).
 template <class T, class Arch, int R, bool ByRows = true, int V = 1>
 void product_tail(int nv, index_t k, const T* a, index_t lda, const T* b, index_t ldb, T* c, index_t ldc, bool first) {
   if constexpr (V < gemm_config<T, Arch>::nv) {
@@ -54,17 +53,20 @@ void product_tail(int nv, index_t k, const T* a, index_t lda, const T* b, index_
   }
 }
 
-/// C[m x n] = (first) or += A[m x k] B[k x n], A and B by rows (strides lda, ldb), n a multiple
-/// of the vector width: the GEMM's micro-kernel on A's rows in place, MR rows at a time.
-template <class T, class Arch, int R = gemm_config<T, Arch>::mr>
-void rows_product(index_t m, index_t n, index_t k, const T* a, index_t lda, const T* b, index_t ldb, T* c, index_t ldc,
+/// C[m x n] = (first) or += A[m x k] B[k x n], B by rows (stride ldb), n a multiple of the
+/// vector width, A by rows (A(i, p) = a[i lda + p]) or, with ByRows false, by columns
+/// (a[p lda + i]: dV += P^T dO and dK += dS^T Q read P and dS without a transposed copy): the
+/// GEMM's micro-kernel on A in place, R rows at a time.
+template <class T, class Arch, bool ByRows, int R = gemm_config<T, Arch>::mr>
+void tile_product(index_t m, index_t n, index_t k, const T* a, index_t lda, const T* b, index_t ldb, T* c, index_t ldc,
                   bool first) {
   using cfg = gemm_config<T, Arch>;
+  [[maybe_unused]] const auto row = [&](index_t i) { return ByRows ? a + i * lda : a + i; };  // A's row i
   if constexpr (!cfg::vectorised) {
     for (index_t i = 0; i < m; ++i)
       for (index_t j = 0; j < n; ++j) {
         T acc = 0;
-        for (index_t p = 0; p < k; ++p) acc += a[i * lda + p] * b[p * ldb + j];
+        for (index_t p = 0; p < k; ++p) acc += (ByRows ? a[i * lda + p] : a[p * lda + i]) * b[p * ldb + j];
         c[i * ldc + j] = first ? acc : c[i * ldc + j] + acc;
       }
   } else {
@@ -73,41 +75,15 @@ void rows_product(index_t m, index_t n, index_t k, const T* a, index_t lda, cons
     for (; i + R <= m; i += R) {
       index_t j = 0;
       for (; j + wide <= n; j += wide)
-        micro_kernel_simd_loop<T, R, cfg::nv, Arch, true>(k, a + i * lda, lda, b + j, ldb, c + i * ldc + j, ldc, first);
+        micro_kernel_simd_loop<T, R, cfg::nv, Arch, ByRows>(k, row(i), lda, b + j, ldb, c + i * ldc + j, ldc, first);
       // the rest (a head of d = 32 is all rest) as one tile as wide as it is: one broadcast of A
       // per row feeds each of its vectors, where a vector at a time took a broadcast per FMA
-      if (j < n) product_tail<T, Arch, R>(static_cast<int>((n - j) / cfg::width), k, a + i * lda, lda, b + j, ldb, c + i * ldc + j, ldc, first);
-    }
-    if constexpr (R > 1)
-      if (i < m) rows_product<T, Arch, R - 1>(m - i, n, k, a + i * lda, lda, b, ldb, c + i * ldc, ldc, first);
-  }
-}
-
-/// C[m x n] += A^T B for A [k x m] by rows (stride lda) and B [k x n] by rows (stride ldb), n a
-/// multiple of the vector width: rows_product with A read by columns, so that dV += P^T dO and
-/// dK += dS^T Q need no transposed copy of the tile.
-template <class T, class Arch, int R = gemm_config<T, Arch>::mr>
-void cols_product(index_t m, index_t n, index_t k, const T* a, index_t lda, const T* b, index_t ldb, T* c, index_t ldc) {
-  using cfg = gemm_config<T, Arch>;
-  if constexpr (!cfg::vectorised) {
-    for (index_t i = 0; i < m; ++i)
-      for (index_t j = 0; j < n; ++j) {
-        T acc = 0;
-        for (index_t p = 0; p < k; ++p) acc += a[p * lda + i] * b[p * ldb + j];
-        c[i * ldc + j] += acc;
-      }
-  } else {
-    constexpr index_t wide = cfg::nv * cfg::width;
-    index_t i = 0;
-    for (; i + R <= m; i += R) {
-      index_t j = 0;
-      for (; j + wide <= n; j += wide)
-        micro_kernel_simd_loop<T, R, cfg::nv, Arch, false>(k, a + i, lda, b + j, ldb, c + i * ldc + j, ldc, false);
       if (j < n)
-        product_tail<T, Arch, R, false>(static_cast<int>((n - j) / cfg::width), k, a + i, lda, b + j, ldb, c + i * ldc + j, ldc, false);
+        product_tail<T, Arch, R, ByRows>(static_cast<int>((n - j) / cfg::width), k, row(i), lda, b + j, ldb,
+                                         c + i * ldc + j, ldc, first);
     }
     if constexpr (R > 1)
-      if (i < m) cols_product<T, Arch, R - 1>(m - i, n, k, a + i, lda, b, ldb, c + i * ldc, ldc);
+      if (i < m) tile_product<T, Arch, ByRows, R - 1>(m - i, n, k, row(i), lda, b, ldb, c + i * ldc, ldc, first);
   }
 }
 
@@ -208,9 +184,9 @@ T row_max(const T* s, index_t n) {
 }
 
 /// e^x, or 0 where it is below the smallest normal number (masked keys' -inf among them): a
-/// denormal result costs a microcode assist of about a hundred cycles on Intel cores, which
-/// a causal mask's -inf lanes met in every diagonal tile (a third of the forward's time at
-/// T = 128). A probability that small is below the rounding of its row's sum (at least 1).
+/// denormal result costs a microcode assist on Intel cores, which a causal mask's -inf lanes
+/// met in every diagonal tile (docs/notes.md). A probability that small is below the rounding
+/// of its row's sum (at least 1).
 template <class T, class Arch>
 [[gnu::always_inline]] inline xsimd::batch<T, Arch> exp_or_zero(const xsimd::batch<T, Arch>& x) {
   using V = xsimd::batch<T, Arch>;
@@ -349,7 +325,7 @@ void forward(const view& qv, const view& kv, const view& vv, const view& maskv, 
       const index_t kend = causal ? std::min(g.tk, i0 + rows) : g.tk;
       for (index_t j0 = 0; j0 < kend; j0 += bk) {
         const index_t n = tile_keys(i0, rows, j0, g.tk, causal, width);
-        rows_product<T, Arch>(rows, n, g.d, qb.data(), dp, pk.kt + j0, pk.tkp, s.data(), bk, true);
+        tile_product<T, Arch, true>(rows, n, g.d, qb.data(), dp, pk.kt + j0, pk.tkp, s.data(), bk, true);
         for (index_t rr = 0; rr < rows; ++rr) {
           T* sr = s.data() + rr * bk;
           mask_row(sr, mk, mbase, i0 + rr, j0, n, g.tk, causal);
@@ -364,7 +340,7 @@ void forward(const view& qv, const view& kv, const view& vv, const view& maskv, 
           m[static_cast<std::size_t>(rr)] = mnew;
           if (alpha != T(1)) scale_row<T, Arch>(acc.data() + rr * dvp, alpha, dvp);
         }
-        rows_product<T, Arch>(rows, dvp, n, s.data(), bk, pk.v + j0 * dvp, dvp, acc.data(), dvp, false);
+        tile_product<T, Arch, true>(rows, dvp, n, s.data(), bk, pk.v + j0 * dvp, dvp, acc.data(), dvp, false);
       }
       const index_t obase = o.base(b, h) + i0 * o.st;
       auto* op = reinterpret_cast<T*>(const_cast<std::byte*>(o.p));
@@ -453,17 +429,17 @@ void backward(const view& qv, const view& kvv, const view& maskv, const view& og
             const T* qrows = qp.data() + row0 * dp;
             const T* dorows = dop.data() + row0 * dvp;
             const index_t n = tile_keys(i0, rows, j0, g.tk, causal, width);
-            rows_product<T, Arch>(rows, n, g.d, qrows, dp, pk.kt + j0, pk.tkp, s.data(), bk, true);
-            rows_product<T, Arch>(rows, n, g.dv, dorows, dvp, pk.v + j0, pk.tkp, dpt.data(), bk, true);
+            tile_product<T, Arch, true>(rows, n, g.d, qrows, dp, pk.kt + j0, pk.tkp, s.data(), bk, true);
+            tile_product<T, Arch, true>(rows, n, g.dv, dorows, dvp, pk.v + j0, pk.tkp, dpt.data(), bk, true);
             for (index_t rr = 0; rr < rows; ++rr) {
               T* sr = s.data() + rr * bk;
               mask_row(sr, mk, mbase, i0 + rr, j0, n, g.tk, causal);
               exp_row<T, Arch>(sr, lse[static_cast<std::size_t>(row0 + rr)], n);  // P
               ds_row<T, Arch>(sr, dpt.data() + rr * bk, dd[static_cast<std::size_t>(row0 + rr)], n);
             }
-            cols_product<T, Arch>(n, dvp, rows, s.data(), bk, dorows, dvp, dvv.data(), dvp);  // dV += P^T dO
-            cols_product<T, Arch>(n, dp, rows, dpt.data(), bk, qrows, dp, dk.data(), dp);     // dK += dS^T Q
-            rows_product<T, Arch>(rows, dp, n, dpt.data(), bk, pk.k + j0 * dp, dp, dq.data() + row0 * dp, dp, false);
+            tile_product<T, Arch, false>(n, dvp, rows, s.data(), bk, dorows, dvp, dvv.data(), dvp, false);  // dV += P^T dO
+            tile_product<T, Arch, false>(n, dp, rows, dpt.data(), bk, qrows, dp, dk.data(), dp, false);     // dK += dS^T Q
+            tile_product<T, Arch, true>(rows, dp, n, dpt.data(), bk, pk.k + j0 * dp, dp, dq.data() + row0 * dp, dp, false);
           }
         }
         for (index_t j = j0; j < std::min(g.tk, j0 + bk); ++j) {

@@ -128,8 +128,8 @@ struct epilogue_ref {
 /// the others looped here; c must have contiguous rows. Where B is the same matrix for every
 /// entry of the last batch axis and A's and C's rows run on from one entry to the next (a linear
 /// layer on [batch, t, c]), that axis is folded into the rows: one product of batch * m rows
-/// packs B once, where a product per entry packed it again for each (a third of the time of
-/// the language-model example's products of k = 128). The epilogue then sees row b * m + i of
+/// packs B once, where a product per entry packed it again for each (which costs most where k
+/// is small). The epilogue then sees row b * m + i of
 /// batch entry 0: `epilogue_folds` says its operands' strides allow that (batch stride = m
 /// times row stride).
 template <dtype D>
