@@ -93,7 +93,7 @@ TEST_CASE("a failed assignment leaves the destination untouched") {
     for (index_t j = 0; j < 4; ++j) REQUIRE(dest(i, j) == before(i, j));
 }
 
-TEST_CASE("integer fmod and remainder: a zero divisor throws and writes nothing, on both backends") {
+TEST_CASE("integer fmod, remainder and floor_divide: a zero divisor throws and writes nothing, on both backends") {
   const tensor<std::int64_t, 1> p({4}, {7, -7, 9, 4}), q({4}, {3, -3, 2, 0});
   tensor<std::int64_t, 1> d({4}, {-9, -9, -9, -9});
   CHECK_THROWS_WITH_AS(d = fmod(p, q), doctest::Contains("fmod: integer division by zero"), std::domain_error);
@@ -109,6 +109,20 @@ TEST_CASE("integer fmod and remainder: a zero divisor throws and writes nothing,
   f(P{} = p, Q{} = ok, out);
   // Python's % (the sign of the divisor): 7 % 3 = 1, -7 % -3 = -1, 9 % 2 = 1, 4 % -5 = -1; each + 1
   CHECK(kt::values_of(d) == std::vector<double>{2, 0, 2, 0});
+  // floor_divide: the same on both backends, and what it writes (Python's //)
+  CHECK_THROWS_WITH_AS(eval_any(floor_divide(P{}, Q{}), {{"p", p.any()}, {"q", q.any()}}, eager::backend),
+                       doctest::Contains("floor_divide: integer division by zero"), std::domain_error);
+  const auto g = compile(floor_divide(P{}, Q{}));
+  CHECK_THROWS_WITH_AS(g(P{} = p, Q{} = q, out), doctest::Contains("floor_divide: integer division by zero"),
+                       std::domain_error);
+  CHECK(kt::values_of(d) == std::vector<double>{2, 0, 2, 0});
+  g(P{} = p, Q{} = ok, out);
+  CHECK(kt::values_of(d) == std::vector<double>{2, 2, 4, -1});  // 7 // 3, -7 // -3, 9 // 2, 4 // -5
+  // the lowest value over -1 wraps (as PyTorch's on the CPU); signs and zero dividends
+  const tensor<std::int64_t, 1> lo({4}, {std::numeric_limits<std::int64_t>::min(), 0, -1, 6}),
+      m1({4}, {-1, -3, 4, -4});
+  g(P{} = lo, Q{} = m1, out);
+  CHECK(kt::values_of(d) == std::vector<double>{-9223372036854775808.0, 0, -1, -2});
 }
 
 TEST_CASE("an error raised inside a kernel writes nothing: integer pow with a negative exponent last") {

@@ -32,6 +32,8 @@ void layer_cases_of(store& s, const std::string& sfx) {
   using WD = input<"k", D, shape<6, 1, 3, 3>>;
   using XU = input<"x", D, shape<2, 3, 5, 6>>;
   using CU = input<"cols", D, shape<2, 27, 9>>;
+  using CR = input<"cols", D, shape<2, 18, 12>>;
+  using WR = input<"k", D, shape<3, 4, 2, 3>>;
   using IS = input<"i", kiln::i64, shape<6>>;
   using SS = input<"src", D, shape<6, 3>>;
   using LS = input<"like", D, shape<4, 3>>;
@@ -52,6 +54,7 @@ void layer_cases_of(store& s, const std::string& sfx) {
   const any_tensor xc = uniform(s, D, dims{2, 6, 5, 5}, -2, 2), wg = uniform(s, D, dims{9, 2, 3, 3}, -1, 1);
   const any_tensor b9 = uniform(s, D, dims{9}, -1, 1), wd = uniform(s, D, dims{6, 1, 3, 3}, -1, 1);
   const any_tensor xu = uniform(s, D, dims{2, 3, 5, 6}, -2, 2), cu = uniform(s, D, dims{2, 27, 9}, -2, 2);
+  const any_tensor cr = uniform(s, D, dims{2, 18, 12}, -2, 2), wr = uniform(s, D, dims{3, 4, 2, 3}, -1, 1);
   const any_tensor is = uniform(s, kiln::i64, dims{6}, 0, 4, {3, 0, 3, 1}), ss = uniform(s, D, dims{6, 3}, -2, 2);
   const any_tensor ls = uniform(s, D, dims{4, 3}, -1, 1);
 
@@ -68,6 +71,15 @@ void layer_cases_of(store& s, const std::string& sfx) {
   record<XU>(s, std::string("unfold") + sfx, unfold<3, 2, 1>(XU{}), {{"x", xu}});
   record<XU>(s, std::string("unfold_dilated") + sfx, unfold<2, 1, 0, 2>(XU{}), {{"x", xu}});
   record<CU>(s, std::string("fold") + sfx, fold<5, 6, 3, 2, 1>(CU{}), {{"cols", cu}});
+  // windows that are not square: PyTorch's pairs of kernel, stride, padding, dilation
+  constexpr window_options rect{.kernel = {3, 2}, .stride = {2, 1}, .padding = {1, 0}, .dilation = {1, 2}};
+  record<XU>(s, std::string("unfold_rect") + sfx, unfold<rect>(XU{}), {{"x", xu}});
+  record<CR>(s, std::string("fold_rect") + sfx, fold<5, 6, rect>(CR{}), {{"cols", cr}});
+  record<XT, WR>(s, std::string("conv_transpose2d_rect") + sfx,
+                 conv_transpose2d<conv_transpose2d_options{
+                     .stride = {2, 1}, .padding = {0, 1}, .output_padding = {1, 0}, .dilation = {1, 2}}>(XT{}, WR{}, B4{}),
+                 {{"x", xt}, {"k", wr}, {"c", b4}});
+  record<XT>(s, std::string("conv_transpose2d_nobias") + sfx, conv_transpose2d<2>(XT{}, WR{}), {{"x", xt}, {"k", wr}});
   record<SS>(s, std::string("scatter_add") + sfx, scatter_add(IS{}, SS{}, LS{}), {{"i", is}, {"src", ss}, {"like", ls}});
   record<XB, G3, B3>(s, std::string("batch_norm") + sfx, batch_norm(XB{}, M3{}, V3{}, G3{}, B3{}),
                      {{"x", xb}, {"m", m3}, {"v", v3}, {"w", g3}, {"c", b3}});

@@ -1,7 +1,7 @@
 // Conformance cases: the options of PyTorch's pooling (non-square windows, strides, dilation,
 // ceil_mode, count_include_pad, divisor_override), gather / scatter_add along any axis
-// (torch.gather's dim), einsum's "...", diagonals and broadcasting, and integer fmod and
-// remainder; check_ops.py has the
+// (torch.gather's dim), einsum's "...", diagonals and broadcasting, and integer fmod,
+// remainder and floor_divide; check_ops.py has the
 // PyTorch counterparts, by case name;
 // cases_options_f32.cpp and cases_options_f64.cpp instantiate it.
 #pragma once
@@ -76,6 +76,8 @@ void option_cases_of(store& s, const std::string& sfx) {
   record<>(s, std::string("fmod_int") + sfx, fmod(IA64{}, IB64{}), {{"p", ip}, {"q", iq}});
   record<>(s, std::string("remainder_int") + sfx, remainder(IA64{}, IB64{}), {{"p", ip}, {"q", iq}});
   record<>(s, std::string("remainder_int32_scalar") + sfx, remainder(IA32{}, -4), {{"p", ip32}});
+  record<>(s, std::string("floor_divide_int") + sfx, floor_divide(IA64{}, IB64{}), {{"p", ip}, {"q", iq}});
+  record<>(s, std::string("floor_divide_int32_scalar") + sfx, floor_divide(IA32{}, -4), {{"p", ip32}});
   record<EX>(s, std::string("einsum_ellipsis_diagonal") + sfx, einsum<"...ii->...i">(EX{}), {{"x", ex}});
   record<EX>(s, std::string("einsum_ellipsis_summed") + sfx, einsum<"...ij->ij">(EX{}), {{"x", ex}});
   record<EA, EB>(s, std::string("einsum_ellipsis_bmm") + sfx, einsum<"...ij,...jk">(EA{}, EB{}), {{"a", ea}, {"b", eb}});

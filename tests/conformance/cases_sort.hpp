@@ -18,6 +18,7 @@ void sort_cases_of(store& s, const std::string& sfx) {
   using Q = input<"q", D, shape<2, 4, 5>>;
   using R = input<"r", D, shape<3, 4>>;
   using T = input<"t", D, shape<2, 5>>;
+  using U = input<"u", D, shape<3>>;
   const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
   // ties, -0 beside 0, NaN and infinities (values only: PyTorch's order of equal values is its own)
   const any_tensor edges = uniform(s, D, dims{5, 8}, -3, 3, {1.0, 1.0, 2.0, nan, -inf, inf, 0.0, -0.0, 2.0, -1.0, nan});
@@ -27,6 +28,7 @@ void sort_cases_of(store& s, const std::string& sfx) {
   const any_tensor mv = uniform(s, kiln::boolean, dims{9}, 0, 1);
   const any_tensor p = uniform(s, D, dims{2, 3, 4}, -2, 2), q = uniform(s, D, dims{2, 4, 5}, -2, 2);
   const any_tensor r = uniform(s, D, dims{3, 4}, -2, 2), t = uniform(s, D, dims{2, 5}, -2, 2);
+  const any_tensor u = uniform(s, D, dims{3}, -2, 2);
   const std::vector<std::pair<std::string, any_tensor>> xs{{"s", sv}}, xe{{"s", edges}};
 
   record<S>(s, std::string("cumsum") + sfx, cumsum<1>(S{}), xs);
@@ -70,6 +72,11 @@ void sort_cases_of(store& s, const std::string& sfx) {
   record<T>(s, std::string("einsum_batch_outer") + sfx, einsum<"bi,bj->bij">(T{}, T{} * T{}), {{"t", t}});
   record<P>(s, std::string("einsum_sum") + sfx, einsum<"bij->j">(P{}), {{"p", p}});
   record<R>(s, std::string("einsum_transpose") + sfx, einsum<"ij->ji">(R{}), {{"r", r}});
+  // three and four operands, contracted a pair at a time (with "..." and an implicit output)
+  record<P, Q, R>(s, std::string("einsum_three") + sfx, einsum<"bij,bjk,ij->bk">(P{}, Q{}, R{}),
+                  {{"p", p}, {"q", q}, {"r", r}});
+  record<P, U>(s, std::string("einsum_four") + sfx, einsum<"b...j,bjk,bk,...">(P{}, Q{}, T{}, U{}),
+               {{"p", p}, {"q", q}, {"t", t}, {"u", u}});
 }
 
 }  // namespace kc

@@ -324,30 +324,67 @@ constexpr auto remainder(const A& a, const B& b) {
   const auto fix = min(ne(r, zero), ne(lt(bb, zero), lt(r, zero)));
   return where(fix, r + bb, r);
 }
-/// torch.floor_divide (floats): a / b rounded toward -inf, computed as PyTorch does, from the
-/// exact fmod ((a - fmod(a, b)) / b, less 1 where the remainder's sign is not b's, then rounded
-/// to the nearest integer), so that a quotient that rounds up to an integer is not taken for
-/// it; a / b where b = 0. Piecewise constant: no gradient (PyTorch has none).
+namespace detail {
+template <class S>
+constexpr bool is_bool_operand() {
+  if constexpr (tensor_operand<S>) return expr_t<S>::dt == dtype::boolean;
+  else return std::is_same_v<S, bool>;
+}
+template <bool Bools, class A, class B>
+struct fmod_type {
+  using type = std::remove_cvref_t<decltype(fmod(std::declval<const A&>(), std::declval<const B&>()))>;
+};
+template <class A, class B>
+struct fmod_type<true, A, B> {
+  using type = ex::invalid<dtype::boolean>;
+};
+/// a / b toward zero, for integers of one dtype (kiln's `/` divides in floating point, as
+/// PyTorch's; this is the div node of integers, which only floor_divide builds).
+template <class A, class B>
+constexpr auto integer_quotient(const A& a, const B& b) {
+  return ex::build<ex::binary<op::div, A, B>>(a, b);
+}
+}  // namespace detail
+/// torch.floor_divide: a / b rounded toward -inf. Integers: C's quotient q, less 1 where the
+/// remainder a - q b is nonzero and its sign is not b's (a zero divisor throws, as PyTorch's).
+/// Floats: computed as PyTorch does, from the exact fmod ((a - fmod(a, b)) / b, less 1 where the
+/// remainder's sign is not b's, then rounded to the nearest integer), so that a quotient that
+/// rounds up to an integer is not taken for it; a / b where b = 0. Piecewise constant: no
+/// gradient (PyTorch has none).
 template <class A, class B>
   requires((tensor_operand<A> || scalar_operand<A>) && (tensor_operand<B> || scalar_operand<B>) &&
            (tensor_operand<A> || tensor_operand<B>))
 constexpr auto floor_divide(const A& a, const B& b) {
-  const auto m = fmod(a, b);
-  constexpr dtype d = std::remove_cvref_t<decltype(m)>::dt;
-  static_assert(is_floating(d) || std::remove_cvref_t<decltype(m)>::shape.poisoned(),
-                "kiln::floor_divide: floats only (integer floor division is not there yet; remainder and fmod take integers)");
-  const auto aa = detail::operand_as<d>(a);
-  const auto bb = detail::operand_as<d>(b);
-  const auto zero = detail::k<d, 0>;
-  const auto one = detail::k<d, 1>;
-  const auto fix = min(ne(m, zero), ne(lt(bb, zero), lt(m, zero)));
-  const auto exact = (aa - m) / bb;
-  const auto q = where(fix, exact - one, exact);
-  const auto f = floor(q);
-  const auto nearest = where(gt(q - f, detail::k<d, 1, 2>), f + one, f);
-  const auto quotient = aa / bb;
-  const auto signed_zero = where(lt(quotient, zero), detail::lit<d, detail::bits(-0.0)>, zero);
-  return detach(where(eq(bb, zero), quotient, where(ne(q, zero), nearest, signed_zero)));
+  constexpr bool bools = detail::is_bool_operand<A>() && detail::is_bool_operand<B>();
+  static_assert(!bools, "kiln::floor_divide: not for bools (as PyTorch's)");
+  // the dtype, and fmod's checks of both operands (not for bools: one error, the above)
+  using M = typename detail::fmod_type<bools, A, B>::type;
+  constexpr dtype d = M::dt;
+  if constexpr (bools || M::shape.poisoned()) {
+    return ex::invalid<d>{};
+  } else if constexpr (!is_floating(d)) {
+    const auto zero = detail::k<d, 0>;
+    const auto one = detail::k<d, 1>;
+    const auto aa = to_dtype<d>(detail::operand_as<d>(a));
+    const auto bb = to_dtype<d>(detail::operand_as<d>(b));
+    const auto q = detail::integer_quotient(aa, bb);
+    const auto r = aa - q * bb;  // exact, wrapping or not
+    return where(min(ne(r, zero), ne(lt(bb, zero), lt(r, zero))), q - one, q);
+  } else {
+    const auto zero = detail::k<d, 0>;
+    const auto one = detail::k<d, 1>;
+    const auto m = fmod(a, b);
+    const auto aa = detail::operand_as<d>(a);
+    const auto bb = detail::operand_as<d>(b);
+    const auto fix = min(ne(m, zero), ne(lt(bb, zero), lt(m, zero)));
+    const auto exact = (aa - m) / bb;
+    const auto q = where(fix, exact - one, exact);
+    const auto f = floor(q);
+    const auto nearest = where(gt(q - f, detail::k<d, 1, 2>), f + one, f);
+    const auto quotient = aa / bb;
+    const auto signed_zero = where(lt(quotient, zero), detail::lit<d, detail::bits(-0.0)>, zero);
+    return detach(where(eq(bb, zero), quotient, where(ne(q, zero), nearest, signed_zero)));
+  }
 }
 /// torch.nn.functional.hardtanh: clamp to [lo, hi], with the gradient passing strictly inside.
 template <tensor_operand X>
@@ -1041,7 +1078,7 @@ namespace detail {
 /// What is wrong with an einsum equation (or its operands' shapes).
 enum class einsum_error {
   none, too_many_operands, bad_output, rank_too_large, bad_character, operand_count,
-  rank_mismatch, dyn_extent, extent_mismatch, unknown_output_letter, internal
+  rank_mismatch, dyn_extent, extent_mismatch, unknown_output_letter, intermediate_rank, internal
 };
 
 /// An einsum equation parsed, and the plan that computes it: the letters each operand sums by
@@ -1069,10 +1106,110 @@ constexpr bool has_letter(const char* s, int n, char c) {
   return false;
 }
 
-/// An einsum equation made plain for plan_einsum: "..." spelled out as letters the equation
-/// does not use (right-aligned across operands, first in an implicit output, summed when an
-/// explicit output leaves it out), a letter repeated in one operand taken as a diagonal, and
-/// extents of 1 broadcast to the letter's extent elsewhere (torch.einsum's rules).
+/// How many operands einsum takes (torch.einsum takes any number; each is a contraction here).
+inline constexpr int einsum_max_operands = 8;
+
+/// An einsum equation's terms as plain letters: "..." spelled out as letters the equation does
+/// not use (right-aligned across operands, first in an implicit output, absent from an explicit
+/// output that leaves it out), and an implicit output made explicit ("..." first, then the
+/// letters written once, alphabetically), torch.einsum's rules. Letters may still repeat within
+/// an operand (a diagonal).
+struct einsum_terms {
+  einsum_error error = einsum_error::none;
+  int operands = 0;
+  char letters[einsum_max_operands][max_rank]{};
+  int rank[einsum_max_operands]{};
+  char out[max_rank]{};
+  int out_rank = 0;
+};
+
+constexpr bool is_letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
+template <fixed_string Eq>
+constexpr einsum_terms parse_einsum(const dims* shapes, int operands) {
+  einsum_terms r;
+  const std::string_view eq = Eq.view();
+  if (operands > einsum_max_operands) return r.error = einsum_error::too_many_operands, r;
+  // each term's letters, with '.' standing for "..." (at most one each); the output is term O
+  constexpr int O = einsum_max_operands;
+  char terms[O + 1][max_rank + 1]{};
+  int len[O + 1]{};
+  bool ellipsis[O + 1]{};
+  int t = 0;
+  bool arrow = false, used[128]{};
+  for (std::size_t i = 0; i < eq.size(); ++i) {
+    const char c = eq[i];
+    if (c == ' ') continue;
+    if (c == ',' && !arrow) {
+      if (++t >= O) return r.error = einsum_error::too_many_operands, r;
+    } else if (c == '-' && i + 1 < eq.size() && eq[i + 1] == '>' && !arrow) {
+      arrow = true;
+      t = O;
+      ++i;
+    } else if (c == '.' && i + 2 < eq.size() && eq[i + 1] == '.' && eq[i + 2] == '.' && !ellipsis[t]) {
+      ellipsis[t] = true;
+      if (len[t] == max_rank + 1) return r.error = einsum_error::rank_too_large, r;
+      terms[t][len[t]++] = '.';
+      i += 2;
+    } else if (is_letter(c)) {
+      if (len[t] == max_rank + 1) return r.error = einsum_error::rank_too_large, r;
+      terms[t][len[t]++] = c;
+      used[static_cast<int>(c)] = true;
+    } else {
+      return r.error = einsum_error::bad_character, r;
+    }
+  }
+  int count = 1;
+  for (char c : eq) count += c == ',';
+  if (count != operands) return r.error = einsum_error::operand_count, r;
+  // "..." as letters: the most dims any operand's covers, right-aligned
+  int ne = 0, own[O]{};
+  for (int o = 0; o < operands; ++o) {
+    own[o] = shapes[o].rank - (len[o] - (ellipsis[o] ? 1 : 0));
+    if (own[o] < 0 || (!ellipsis[o] && own[o] != 0)) return r.error = einsum_error::rank_mismatch, r;
+    ne = own[o] > ne ? own[o] : ne;
+  }
+  char fresh[max_rank]{};
+  for (int c = 0, k = 0; c < 128 && k < ne; ++c)
+    if (is_letter(static_cast<char>(c)) && !used[c]) fresh[k++] = static_cast<char>(c);
+  auto spell = [&](int term, char* into, int& rank, int own_dims) {
+    for (int i = 0; i < len[term]; ++i) {
+      if (terms[term][i] != '.') {
+        if (rank == max_rank) return false;
+        into[rank++] = terms[term][i];
+      } else {
+        for (int k = ne - own_dims; k < ne; ++k) {
+          if (rank == max_rank) return false;
+          into[rank++] = fresh[k];
+        }
+      }
+    }
+    return true;
+  };
+  r.operands = operands;
+  for (int o = 0; o < operands; ++o)
+    if (!spell(o, r.letters[o], r.rank[o], own[o])) return r.error = einsum_error::rank_too_large, r;
+  if (arrow) {
+    if (!spell(O, r.out, r.out_rank, ne)) return r.error = einsum_error::rank_too_large, r;
+  } else {
+    for (int k = 0; k < ne; ++k) r.out[r.out_rank++] = fresh[k];
+    for (int c = 0; c < 128; ++c) {
+      if (!is_letter(static_cast<char>(c)) || !used[c]) continue;
+      int n = 0;
+      for (int o = 0; o < operands; ++o)
+        for (int a = 0; a < r.rank[o]; ++a) n += r.letters[o][a] == c;
+      if (n == 1) {
+        if (r.out_rank == max_rank) return r.error = einsum_error::rank_too_large, r;
+        r.out[r.out_rank++] = static_cast<char>(c);
+      }
+    }
+  }
+  return r;
+}
+
+/// An einsum equation of one or two operands made plain for plan_einsum: its terms
+/// (parse_einsum), a letter repeated in one operand taken as a diagonal, and extents of 1
+/// broadcast to the letter's extent elsewhere (torch.einsum's rules).
 struct einsum_prep {
   einsum_error error = einsum_error::none;
   int operands = 0;
@@ -1083,81 +1220,16 @@ struct einsum_prep {
   dims target[2];                 ///< each operand's shape after its diagonals, broadcast
 };
 
-constexpr bool is_letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-
 template <fixed_string Eq>
 constexpr einsum_prep prep_einsum(dims s0, dims s1, int operands) {
   einsum_prep q;
-  const std::string_view eq = Eq.view();
-  // operands' and the output's letters, with '.' standing for "..." (at most one each)
-  char terms[3][max_rank + 1]{};
-  int len[3]{};
-  bool ellipsis[3]{};
-  int t = 0;
-  bool arrow = false, used[128]{};
-  for (std::size_t i = 0; i < eq.size(); ++i) {
-    const char c = eq[i];
-    if (c == ' ') continue;
-    if (c == ',' && !arrow) {
-      if (++t > 1) return q.error = einsum_error::too_many_operands, q;
-    } else if (c == '-' && i + 1 < eq.size() && eq[i + 1] == '>' && !arrow) {
-      arrow = true;
-      t = 2;
-      ++i;
-    } else if (c == '.' && i + 2 < eq.size() && eq[i + 1] == '.' && eq[i + 2] == '.' && !ellipsis[t]) {
-      ellipsis[t] = true;
-      if (len[t] == max_rank + 1) return q.error = einsum_error::rank_too_large, q;
-      terms[t][len[t]++] = '.';
-      i += 2;
-    } else if (is_letter(c)) {
-      if (len[t] == max_rank + 1) return q.error = einsum_error::rank_too_large, q;
-      terms[t][len[t]++] = c;
-      used[static_cast<int>(c)] = true;
-    } else {
-      return q.error = einsum_error::bad_character, q;
-    }
-  }
-  int count = 1;
-  for (char c : eq) count += c == ',';
-  if (count != operands) return q.error = einsum_error::operand_count, q;
   const dims shapes[2] = {s0, s1};
-  // "..." as letters: the most dims any operand's covers, right-aligned
-  int ne = 0, own[2]{};
-  for (int o = 0; o < operands; ++o) {
-    own[o] = shapes[o].rank - (len[o] - (ellipsis[o] ? 1 : 0));
-    if (own[o] < 0 || (!ellipsis[o] && own[o] != 0)) return q.error = einsum_error::rank_mismatch, q;
-    ne = own[o] > ne ? own[o] : ne;
-  }
-  char fresh[max_rank]{};
-  for (int c = 0, k = 0; c < 128 && k < ne; ++c)
-    if (is_letter(static_cast<char>(c)) && !used[c]) fresh[k++] = static_cast<char>(c);
-  char letters[3][3 * max_rank]{};
-  int rank[3]{};
-  for (int o = 0; o < 3; ++o) {
-    if (o == 2 && !arrow) break;
-    for (int i = 0; i < len[o]; ++i) {
-      if (terms[o][i] != '.') {
-        letters[o][rank[o]++] = terms[o][i];
-      } else {
-        const int n = o == 2 ? ne : own[o];
-        for (int k = ne - n; k < ne; ++k) letters[o][rank[o]++] = fresh[k];
-      }
-    }
-    if (rank[o] > max_rank) return q.error = einsum_error::rank_too_large, q;
-  }
-  if (!arrow) {  // implicit output: "..." first, then the letters written once, alphabetically
-    for (int k = 0; k < ne; ++k) letters[2][rank[2]++] = fresh[k];
-    for (int c = 0; c < 128; ++c) {
-      if (!is_letter(static_cast<char>(c)) || !used[c]) continue;
-      int n = 0;
-      for (int o = 0; o < operands; ++o)
-        for (int a = 0; a < rank[o]; ++a) n += letters[o][a] == c;
-      if (n == 1) {
-        if (rank[2] == max_rank) return q.error = einsum_error::rank_too_large, q;
-        letters[2][rank[2]++] = static_cast<char>(c);
-      }
-    }
-  }
+  const einsum_terms terms = parse_einsum<Eq>(shapes, operands);
+  if (terms.error != einsum_error::none) return q.error = terms.error, q;
+  char letters[3][max_rank]{};
+  int rank[3]{terms.rank[0], terms.rank[1], terms.out_rank};
+  for (int o = 0; o < 3; ++o)
+    for (int a = 0; a < rank[o]; ++a) letters[o][a] = o == 2 ? terms.out[a] : terms.letters[o][a];
   // diagonals: a letter twice in an operand; the extents of each letter, broadcast from 1
   index_t extent[128]{};
   for (int c = 0; c < 128; ++c) extent[c] = -2;
@@ -1177,7 +1249,7 @@ constexpr einsum_prep prep_einsum(dims s0, dims s1, int operands) {
             const char c = letters[o][a];
             const index_t e = s.e[a];
             dims r;
-            char l[3 * max_rank]{};
+            char l[max_rank]{};
             for (int i = 0; i < rank[o]; ++i)
               if (i != a && i != b) l[r.rank] = letters[o][i], r.e[r.rank++] = s.e[i];
             l[r.rank] = c;
@@ -1200,7 +1272,6 @@ constexpr einsum_prep prep_einsum(dims s0, dims s1, int operands) {
     for (int a = 0; a < rank[o]; ++a) q.target[o].e[a] = extent[static_cast<int>(letters[o][a])];
   q.operands = operands;
   for (int o = 0; o < 3; ++o) {
-    if (rank[o] > max_rank) return q.error = einsum_error::rank_too_large, q;
     q.rank[o] = rank[o];
     for (int a = 0; a < rank[o]; ++a) q.letters[o][a] = letters[o][a];
   }
@@ -1340,11 +1411,68 @@ constexpr einsum_plan plan_einsum(const einsum_prep& q) {
   return p;
 }
 
+/// An einsum of three or more operands as pairwise einsums, contracted left to right as
+/// torch.einsum does without opt_einsum: step i (1 .. n-1) is "acc,op_i->keep", keep being the
+/// letters of acc and op_i that the output or a later operand has (the output at the last step),
+/// so that each letter is summed at the first step after which nothing needs it.
+struct einsum_chain {
+  einsum_error error = einsum_error::none;
+  char eq[einsum_max_operands][3 * max_rank + 4]{};
+  int len[einsum_max_operands]{};
+};
+
+constexpr einsum_chain chain_einsum(const einsum_terms& t) {
+  einsum_chain c;
+  if (t.error != einsum_error::none) return c.error = t.error, c;
+  char acc[max_rank]{};
+  int na = t.rank[0];
+  for (int a = 0; a < na; ++a) acc[a] = t.letters[0][a];
+  for (int i = 1; i < t.operands; ++i) {
+    char keep[max_rank]{};
+    int nk = 0;
+    if (i == t.operands - 1) {
+      for (int a = 0; a < t.out_rank; ++a) keep[nk++] = t.out[a];
+    } else {
+      auto needed = [&](char ch) {
+        if (has_letter(t.out, t.out_rank, ch)) return true;
+        for (int j = i + 1; j < t.operands; ++j)
+          if (has_letter(t.letters[j], t.rank[j], ch)) return true;
+        return false;
+      };
+      const char* from[2] = {acc, t.letters[i]};
+      const int n[2] = {na, t.rank[i]};
+      for (int o = 0; o < 2; ++o)
+        for (int a = 0; a < n[o]; ++a) {
+          const char ch = from[o][a];
+          if (has_letter(keep, nk, ch) || !needed(ch)) continue;
+          if (nk == max_rank) return c.error = einsum_error::intermediate_rank, c;
+          keep[nk++] = ch;
+        }
+    }
+    int& k = c.len[i];
+    for (int a = 0; a < na; ++a) c.eq[i][k++] = acc[a];
+    c.eq[i][k++] = ',';
+    for (int a = 0; a < t.rank[i]; ++a) c.eq[i][k++] = t.letters[i][a];
+    c.eq[i][k++] = '-';
+    c.eq[i][k++] = '>';
+    for (int a = 0; a < nk; ++a) c.eq[i][k++] = acc[a] = keep[a];
+    na = nk;
+  }
+  return c;
+}
+/// Step I's equation of chain C as a template argument.
+template <einsum_chain C, int I>
+constexpr auto chain_equation() {
+  fixed_string<static_cast<std::size_t>(C.len[I]) + 1> f;
+  for (int k = 0; k < C.len[I]; ++k) f.chars[k] = C.eq[I][k];
+  return f;
+}
+
 /// One static_assert per mistake, so that the compiler prints which (and, in the line above it,
 /// the operands' shapes).
-template <einsum_error E, class ShapeA, class ShapeB>
+template <einsum_error E, class... Shapes>
 constexpr bool einsum_ok() {
-  static_assert(E != einsum_error::too_many_operands, "kiln::einsum: at most two operands");
+  static_assert(E != einsum_error::too_many_operands, "kiln::einsum: at most 8 operands (einsum_max_operands)");
   static_assert(E != einsum_error::bad_output, "kiln::einsum: an output letter twice, or more than max_rank");
   static_assert(E != einsum_error::rank_too_large, "kiln::einsum: more letters than max_rank");
   static_assert(E != einsum_error::bad_character,
@@ -1356,6 +1484,8 @@ constexpr bool einsum_ok() {
   static_assert(E != einsum_error::extent_mismatch,
                 "kiln::einsum: a letter with two different extents (other than 1, which broadcasts)");
   static_assert(E != einsum_error::unknown_output_letter, "kiln::einsum: an output letter that no operand has");
+  static_assert(E != einsum_error::intermediate_rank,
+                "kiln::einsum: contracted left to right, an intermediate result has more letters than max_rank");
   static_assert(E != einsum_error::internal, "kiln::einsum: internal: the kept letters are not the output's");
   return E == einsum_error::none;
 }
@@ -1396,8 +1526,8 @@ inline constexpr auto output_perm = [] {
 }();
 }  // namespace detail
 
-/// torch.einsum(Eq, a[, b]): one or two operands, letters for axes, "..." for the axes no letter
-/// names (broadcast across operands, right-aligned), an optional "->output" (else "..." and
+/// torch.einsum(Eq, a[, b]) (three to eight operands: below): letters for axes, "..." for the
+/// axes no letter names (broadcast across operands, right-aligned), an optional "->output" (else "..." and
 /// then the letters that appear once, alphabetically). A letter twice in one operand takes a
 /// diagonal; an extent of 1 broadcasts against the letter's extent elsewhere. Letters an operand
 /// has alone are summed first; two operands are then one batched matmul of the operands
@@ -1408,7 +1538,7 @@ constexpr auto einsum(const A& a) {
   using EA = detail::expr_t<A>;
   constexpr detail::einsum_prep q = detail::prep_einsum<Eq>(EA::shape, dims{}, 1);
   constexpr detail::einsum_plan p = detail::plan_einsum(q);
-  if constexpr (!detail::einsum_ok<p.error, as_shape<EA::shape>, void>()) {
+  if constexpr (!detail::einsum_ok<p.error, as_shape<EA::shape>>()) {
     return ex::invalid<EA::dt>{};
   } else {
     const auto s = detail::sum_mask<p.summed[0]>(detail::einsum_operand<q, 0>(a));
@@ -1433,6 +1563,35 @@ constexpr auto einsum(const A& a, const B& b) {
     const auto prod = matmul(detail::reshape_dims<dims{p.batch, p.m, p.k}>(sa), detail::reshape_dims<dims{p.batch, p.k, p.n}>(sb));
     const auto mid = detail::reshape_dims<p.mid>(prod);
     return detail::permute_by<detail::output_perm<p>>(mid, std::make_index_sequence<static_cast<std::size_t>(p.out_rank)>{});
+  }
+}
+
+namespace detail {
+template <einsum_chain C, int I, class Acc, class Op, class... Rest>
+constexpr auto einsum_steps(const Acc& acc, const Op& op, const Rest&... rest) {
+  const auto next = einsum<chain_equation<C, I>()>(acc, op);
+  if constexpr (sizeof...(Rest) == 0) return next;
+  else return einsum_steps<C, I + 1>(next, rest...);
+}
+}  // namespace detail
+/// torch.einsum of three to eight operands: the same equations, contracted left to right, a pair
+/// at a time (detail::einsum_chain), each pair as above.
+template <fixed_string Eq, tensor_operand A, tensor_operand B, tensor_operand C, tensor_operand... R>
+constexpr auto einsum(const A& a, const B& b, const C& c, const R&... r) {
+  constexpr int n = 3 + static_cast<int>(sizeof...(R));
+  constexpr std::array<dims, static_cast<std::size_t>(n)> shapes{detail::expr_t<A>::shape, detail::expr_t<B>::shape,
+                                                                 detail::expr_t<C>::shape, detail::expr_t<R>::shape...};
+  constexpr detail::einsum_chain chain = detail::chain_einsum(detail::parse_einsum<Eq>(shapes.data(), n));
+  if constexpr (!detail::einsum_ok<chain.error, as_shape<detail::expr_t<A>::shape>, as_shape<detail::expr_t<B>::shape>,
+                                   as_shape<detail::expr_t<C>::shape>, as_shape<detail::expr_t<R>::shape>...>()) {
+    constexpr dtype d = [] {
+      dtype x = promote(promote(detail::expr_t<A>::dt, detail::expr_t<B>::dt), detail::expr_t<C>::dt);
+      ((x = promote(x, detail::expr_t<R>::dt)), ...);
+      return x;
+    }();
+    return ex::invalid<d>{};
+  } else {
+    return detail::einsum_steps<chain, 1>(as_expr(a), b, c, r...);
   }
 }
 

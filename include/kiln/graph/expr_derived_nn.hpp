@@ -51,6 +51,42 @@ constexpr bool channels_static(dims s) {
 
 // ---- convolutions ---------------------------------------------------------------------------------
 
+/// Two extents of a 2-D window, height and width; one value stands for both (PyTorch's int or
+/// pair).
+struct size2 {
+  index_t h = 0, w = 0;
+  constexpr size2() = default;
+  constexpr size2(index_t both) : h(both), w(both) {}  // implicit: `.kernel = 3`
+  constexpr size2(index_t height, index_t width) : h(height), w(width) {}
+};
+
+/// torch.nn.functional.unfold's and fold's arguments: kernel_size, stride, padding and
+/// dilation, each one extent or {h, w}. As a template argument:
+///   unfold<window_options{.kernel = {3, 2}, .stride = {2, 1}}>(x)
+struct window_options {
+  size2 kernel = 1, stride = 1, padding = 0, dilation = 1;
+};
+/// A window_options carried in one type for error messages.
+template <window_options O> struct window_option_args {};
+
+namespace detail {
+constexpr window2d window_of(window_options o) {
+  return {o.kernel.h, o.kernel.w, o.stride.h, o.stride.w, o.padding.h, o.padding.w, o.dilation.h, o.dilation.w};
+}
+}  // namespace detail
+
+/// unfold with PyTorch's arguments per axis: [n, c, h, w] -> [n, c * kh * kw, ho * wo].
+template <window_options O, tensor_operand X>
+constexpr auto unfold(const X& x) {
+  return detail::unfold_node<op::unfold, detail::window_of(O), false, window_option_args<O>>(x);
+}
+/// fold<H, W, options>(cols): col2im with PyTorch's arguments per axis, unfold's adjoint.
+template <index_t H, index_t W, window_options O, tensor_operand X>
+constexpr auto fold(const X& cols) {
+  return detail::fold_node<detail::window_of(O), H, W, window_option_args<O>>(cols);
+}
+
+
 /// torch.nn.functional.conv1d<Stride, Padding, Dilation>(x, weight, bias) (one group):
 /// x [n, c, l], weight [out, c, k], bias [out] -> [n, out, lo]; zero padding. Through conv2d
 /// on x padded and viewed as [n, c, 1, l + 2 Padding].
@@ -70,30 +106,66 @@ constexpr auto conv1d(const X& x, const Wt& weight, const B& bias) {
   return detail::reshape_dims<dims{ys.e[0], ys.e[1], ys.e[3]}>(y);
 }
 
-/// torch.nn.functional.conv_transpose2d<Stride, Padding, OutputPadding, Dilation>(x, weight,
-/// bias) (one group, a square kernel): x [n, cin, h, w], weight [cin, cout, k, k], bias [cout]
-/// -> [n, cout, (h - 1) Stride - 2 Padding + Dilation (k - 1) + OutputPadding + 1, ...]. The
-/// gradient of conv2d with respect to its input: each input pixel's weights as columns
-/// (matmul), summed into the output by fold (col2im).
+/// torch.nn.functional.conv_transpose2d's arguments (one group): stride, padding,
+/// output_padding and dilation, each one extent or {h, w}. As a template argument:
+///   conv_transpose2d<conv_transpose2d_options{.stride = {2, 1}, .output_padding = {1, 0}}>(x, w, b)
+struct conv_transpose2d_options {
+  size2 stride = 1, padding = 0, output_padding = 0, dilation = 1;
+};
+
+namespace detail {
+/// The output extent of a transposed convolution along one axis of extent n, kernel k.
+constexpr index_t transposed_extent(index_t n, index_t k, index_t s, index_t p, index_t op, index_t d) {
+  return (n - 1) * s - 2 * p + d * (k - 1) + op + 1;
+}
+template <conv_transpose2d_options O, bool HasBias, class X, class Wt, class B>
+constexpr auto conv_transpose2d_with(const X& x, const Wt& weight, const B& bias) {
+  using EX = expr_t<X>;
+  using EW = expr_t<Wt>;
+  constexpr dims xs = EX::shape, ws = EW::shape;
+  static_assert(xs.rank == 4 && ws.rank == 4, "kiln::conv_transpose2d: x [n, cin, h, w] and weight [cin, cout, kh, kw]");
+  static_assert(xs.e[1] == ws.e[0], "kiln::conv_transpose2d: x's channels must be the weight's first extent");
+  static_assert(xs.e[2] != dyn && xs.e[3] != dyn, "kiln::conv_transpose2d: static spatial extents");
+  static_assert((O.output_padding.h < O.stride.h || O.output_padding.h < O.dilation.h) &&
+                    (O.output_padding.w < O.stride.w || O.output_padding.w < O.dilation.w),
+                "kiln::conv_transpose2d: the output padding must be below the stride or the dilation");
+  constexpr index_t kh = ws.e[2], kw = ws.e[3], cout = ws.e[1];
+  constexpr index_t ho = transposed_extent(xs.e[2], kh, O.stride.h, O.padding.h, O.output_padding.h, O.dilation.h);
+  constexpr index_t wo = transposed_extent(xs.e[3], kw, O.stride.w, O.padding.w, O.output_padding.w, O.dilation.w);
+  constexpr window_options win{{kh, kw}, O.stride, O.padding, O.dilation};
+  const auto cols_of = transpose(reshape_dims<dims{ws.e[0], cout * kh * kw}>(weight));  // [cout kh kw, cin]
+  const auto pixels = reshape_dims<dims{xs.e[0], xs.e[1], xs.e[2] * xs.e[3]}>(x);       // [n, cin, h w]
+  const auto cols = matmul(cols_of, pixels);                                            // [n, cout kh kw, h w]
+  if constexpr (HasBias) return fold<ho, wo, win>(cols) + per_channel<4>(bias);
+  else return fold<ho, wo, win>(cols);
+}
+}  // namespace detail
+
+/// torch.nn.functional.conv_transpose2d<Stride, Padding, OutputPadding, Dilation>(x, weight[,
+/// bias]) (one group): x [n, cin, h, w], weight [cin, cout, kh, kw], bias [cout] -> [n, cout,
+/// (h - 1) Stride - 2 Padding + Dilation (kh - 1) + OutputPadding + 1, ...]. The gradient of
+/// conv2d with respect to its input: each input pixel's weights as columns (matmul), summed
+/// into the output by fold (col2im).
 template <index_t Stride = 1, index_t Padding = 0, index_t OutputPadding = 0, index_t Dilation = 1, tensor_operand X,
           tensor_operand Wt, tensor_operand B>
 constexpr auto conv_transpose2d(const X& x, const Wt& weight, const B& bias) {
-  using EX = detail::expr_t<X>;
-  using EW = detail::expr_t<Wt>;
-  constexpr dims xs = EX::shape, ws = EW::shape;
-  static_assert(xs.rank == 4 && ws.rank == 4, "kiln::conv_transpose2d: x [n, cin, h, w] and weight [cin, cout, k, k]");
-  static_assert(xs.e[1] == ws.e[0], "kiln::conv_transpose2d: x's channels must be the weight's first extent");
-  static_assert(ws.e[2] == ws.e[3], "kiln::conv_transpose2d: a square kernel (fold's windows are square)");
-  static_assert(xs.e[2] != dyn && xs.e[3] != dyn, "kiln::conv_transpose2d: static spatial extents");
-  static_assert(OutputPadding < Stride || OutputPadding < Dilation,
-                "kiln::conv_transpose2d: the output padding must be below the stride or the dilation");
-  constexpr index_t k = ws.e[2], cout = ws.e[1];
-  constexpr index_t ho = (xs.e[2] - 1) * Stride - 2 * Padding + Dilation * (k - 1) + OutputPadding + 1;
-  constexpr index_t wo = (xs.e[3] - 1) * Stride - 2 * Padding + Dilation * (k - 1) + OutputPadding + 1;
-  const auto cols_of = transpose(detail::reshape_dims<dims{ws.e[0], cout * k * k}>(weight));  // [cout k k, cin]
-  const auto pixels = detail::reshape_dims<dims{xs.e[0], xs.e[1], xs.e[2] * xs.e[3]}>(x);   // [n, cin, h w]
-  const auto cols = matmul(cols_of, pixels);                                                 // [n, cout k k, h w]
-  return fold<ho, wo, k, Stride, Padding, Dilation>(cols) + detail::per_channel<4>(bias);
+  return detail::conv_transpose2d_with<conv_transpose2d_options{Stride, Padding, OutputPadding, Dilation}, true>(
+      x, weight, bias);
+}
+template <index_t Stride = 1, index_t Padding = 0, index_t OutputPadding = 0, index_t Dilation = 1, tensor_operand X,
+          tensor_operand Wt>
+constexpr auto conv_transpose2d(const X& x, const Wt& weight) {
+  return detail::conv_transpose2d_with<conv_transpose2d_options{Stride, Padding, OutputPadding, Dilation}, false>(
+      x, weight, 0);
+}
+/// conv_transpose2d with PyTorch's arguments per axis (conv_transpose2d_options).
+template <conv_transpose2d_options O, tensor_operand X, tensor_operand Wt, tensor_operand B>
+constexpr auto conv_transpose2d(const X& x, const Wt& weight, const B& bias) {
+  return detail::conv_transpose2d_with<O, true>(x, weight, bias);
+}
+template <conv_transpose2d_options O, tensor_operand X, tensor_operand Wt>
+constexpr auto conv_transpose2d(const X& x, const Wt& weight) {
+  return detail::conv_transpose2d_with<O, false>(x, weight, 0);
 }
 
 // ---- normalisation ---------------------------------------------------------------------------
@@ -210,15 +282,6 @@ constexpr auto interpolate(const X& x) {
 }
 
 // ---- pooling with options ----------------------------------------------------------------------
-
-/// Two extents of a 2-D window, height and width; one value stands for both (PyTorch's int or
-/// pair).
-struct size2 {
-  index_t h = 0, w = 0;
-  constexpr size2() = default;
-  constexpr size2(index_t both) : h(both), w(both) {}  // implicit: `.kernel = 3`
-  constexpr size2(index_t height, index_t width) : h(height), w(width) {}
-};
 
 /// torch.nn.functional.max_pool2d's and avg_pool2d's arguments: kernel, stride (0: the kernel's),
 /// padding (at most half the kernel), dilation (max only), ceil_mode (windows that start inside

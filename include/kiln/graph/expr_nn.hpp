@@ -153,11 +153,12 @@ constexpr window2d square_window() {
   return {K, K, S, S, P, P, D, D};
 }
 
-template <op O, window2d W, bool NegInf, tensor_operand X>
+/// Args: the window as the error names it (a square window's four numbers, or its options).
+template <op O, window2d W, bool NegInf, class Args = window_args<W.kh, W.sh, W.ph, W.dh>, tensor_operand X>
 constexpr auto unfold_node(const X& x) {
   using E = decltype(as_expr(x));
   constexpr bool ok = unfold_shape(E::shape, W).ok;
-  (void)error::window_does_not_fit<O, as_shape<E::shape>, window_args<W.kh, W.sh, W.ph, W.dh>, ok>::value;
+  (void)error::window_does_not_fit<O, as_shape<E::shape>, Args, ok>::value;
   if constexpr (!ok) return ex::invalid<E::dt>{};
   else return ex::build<ex::unfold<W, NegInf, E>>(as_expr(x));
 }
@@ -177,6 +178,17 @@ constexpr auto pool_node(const X& x) {
 }
 }  // namespace detail
 
+namespace detail {
+template <window2d Win, index_t H, index_t W, class Args, tensor_operand X>
+constexpr auto fold_node(const X& cols) {
+  using E = decltype(as_expr(cols));
+  constexpr bool ok = fold_shape(E::shape, Win, H, W).ok;
+  (void)error::fold_shapes_do_not_match<as_shape<E::shape>, Args, shape<H, W>, ok>::value;
+  if constexpr (!ok) return ex::invalid<E::dt>{};
+  else return ex::build<ex::fold<Win, H, W, E>>(as_expr(cols));
+}
+}  // namespace detail
+
 // ---- windows ----------------------------------------------------------------------------------
 
 /// unfold<Kernel, Stride, Padding, Dilation>(x): im2col, as torch.nn.functional.unfold:
@@ -191,13 +203,8 @@ constexpr auto unfold(const X& x) {
 template <index_t H, index_t W, index_t Kernel, index_t Stride = 1, index_t Padding = 0, index_t Dilation = 1,
           tensor_operand X>
 constexpr auto fold(const X& cols) {
-  using E = decltype(as_expr(cols));
-  constexpr window2d win = detail::square_window<Kernel, Stride, Padding, Dilation>();
-  constexpr bool ok = fold_shape(E::shape, win, H, W).ok;
-  (void)error::fold_shapes_do_not_match<as_shape<E::shape>, window_args<Kernel, Stride, Padding, Dilation>,
-                                        shape<H, W>, ok>::value;
-  if constexpr (!ok) return ex::invalid<E::dt>{};
-  else return ex::build<ex::fold<win, H, W, E>>(as_expr(cols));
+  return detail::fold_node<detail::square_window<Kernel, Stride, Padding, Dilation>(), H, W,
+                           window_args<Kernel, Stride, Padding, Dilation>>(cols);
 }
 
 namespace detail {

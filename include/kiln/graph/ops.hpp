@@ -85,7 +85,7 @@ struct op_info {
   bool float_compute = false;  ///< computes in floating point: integer inputs are cast to f32 first
   bool costly = false;         ///< a transcendental function: a kernel caches its value rather than recompute it
   std::uint8_t shape_only = 0; ///< bit j: input j gives only its shape (its values are never read)
-  bool value_checked = false;  ///< may throw on its input values (index out of range; integer pow, fmod: see may_throw)
+  bool value_checked = false;  ///< may throw on its input values (index out of range; integer pow, fmod, div: see may_throw)
 };
 
 namespace detail {
@@ -137,7 +137,7 @@ inline constexpr op_info op_table[] = {
     row("add", K::binary, 2, commutes),
     row("sub", K::binary, 2),
     row("mul", K::binary, 2, commutes),
-    row("div", K::binary, 2),
+    row("div", K::binary, 2, checks_values),
     row("max", K::binary, 2, commutes),
     row("min", K::binary, 2, commutes),
     row("pow", K::binary, 2, costly | checks_values),
@@ -227,10 +227,10 @@ inline std::string placeholder_what(op o, std::string_view label) {
 }
 /// Whether a node of op o with dtype dt may throw on the values it reads, partway through its
 /// kernel (gather and scatter_add on an index out of range, integer pow on a negative exponent,
-/// integer fmod on a zero divisor): backends that write into a caller's tensors run such plans
+/// integer fmod and div on a zero divisor): backends that write into a caller's tensors run such plans
 /// into fresh memory first.
 constexpr bool may_throw(op o, dtype dt) {
-  return detail::op_table[static_cast<int>(o)].value_checked && ((o != op::pow && o != op::fmod) || !is_floating(dt));
+  return detail::op_table[static_cast<int>(o)].value_checked && ((o != op::pow && o != op::fmod && o != op::div) || !is_floating(dt));
 }
 /// Whether op o is a transcendental function (fusion's cost model: worth caching, not recomputing).
 constexpr bool is_costly(op o) { return detail::op_table[static_cast<int>(o)].costly; }

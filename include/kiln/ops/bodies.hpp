@@ -55,6 +55,14 @@ T integer_fmod(T a, T b) {
   return b == T(-1) ? T(0) : static_cast<T>(a % b);  // (the lowest value % -1 overflows)
 }
 
+/// C's / for integers (toward zero), the integer quotient that floor_divide rounds; a zero
+/// divisor throws, as PyTorch refuses it.
+template <class T>
+T integer_div(T a, T b) {
+  if (b == 0) throw std::domain_error("kiln: floor_divide: integer division by zero");
+  return b == T(-1) ? wrapping<T>(0, a, [](auto x, auto y) { return x - y; }) : static_cast<T>(a / b);  // (lowest / -1)
+}
+
 /// Whether unary op O has a body for values of type V (integers: neg, abs, relu only; the
 /// capture casts integers to f32 for the float functions).
 template <op O, class V>
@@ -104,13 +112,13 @@ KILN_ALWAYS_INLINE KILN_HD V unary(const V& x) {
 template <op O, class V>
 inline constexpr bool has_binary_body =
     std::is_same_v<V, bool> ? (O == op::max || O == op::min)
-    : std::is_integral_v<V> ? (O == op::add || O == op::sub || O == op::mul || O == op::max || O == op::min || O == op::pow ||
-                               O == op::fmod)
+    : std::is_integral_v<V> ? (O == op::add || O == op::sub || O == op::mul || O == op::div || O == op::max || O == op::min ||
+                               O == op::pow || O == op::fmod)
                             : (O == op::add || O == op::sub || O == op::mul || O == op::div || O == op::max || O == op::min ||
                                O == op::pow || O == op::fmod || O == op::atan2);
 
-/// A binary arithmetic op (not a comparison). Integers wrap; integer division does not reach a
-/// backend (capture divides in f32); max and min give NaN if either operand is NaN, else the
+/// A binary arithmetic op (not a comparison). Integers wrap, and divide toward zero (only
+/// floor_divide builds an integer div: `/` divides in f32, as PyTorch's); max and min give NaN if either operand is NaN, else the
 /// larger (smaller), the first operand on ties.
 template <op O, class M, class V>
 KILN_ALWAYS_INLINE KILN_HD V binary(const V& a, const V& b) {
@@ -126,7 +134,8 @@ KILN_ALWAYS_INLINE KILN_HD V binary(const V& a, const V& b) {
     else if constexpr (O == op::min) return b < a ? b : a;
     else if constexpr (O == op::pow) return integer_pow(a, b);
     else if constexpr (O == op::fmod) return integer_fmod(a, b);
-    else static_assert(O == op::add, "kiln: integer division reaches no backend (capture divides in f32)");
+    else if constexpr (O == op::div) return integer_div(a, b);
+    else static_assert(O == op::add, "kiln: not a binary op");
   } else {
     if constexpr (O == op::add) return a + b;
     else if constexpr (O == op::sub) return a - b;
