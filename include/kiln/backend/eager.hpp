@@ -28,10 +28,22 @@
 
 namespace kiln::eager {
 
+/// Evaluates every node of graph g in order (run, below, for any graph type). Not a template,
+/// like the interpreter it calls: run-time code that no plan depends on (docs/build-cost.md).
+KILN_RUNTIME std::vector<any_tensor> run_graph(const graph_span& g, const std::vector<any_tensor>& leaves);
+
 template <class G>
-std::vector<any_tensor> run(const G& g, const std::vector<any_tensor>& leaves);
+std::vector<any_tensor> run(const G& g, const std::vector<any_tensor>& leaves) {
+  return run_graph(graph_span{{g.nodes.data(), g.nodes.size()}, {g.outputs.data(), g.outputs.size()}, g.leaves}, leaves);
+}
 
 namespace detail {
+
+/// One node's value from its inputs' (in[0 .. nin)): the interpreter, compiled once
+/// (KILN_RUNTIME) rather than in every unit that runs the reference.
+KILN_RUNTIME any_tensor run_node(const node& n, const any_tensor* in);
+
+#if KILN_DEFINE_RUNTIME
 
 template <dtype D>
 compute_t<D> load(const std::byte* base, index_t off) {
@@ -889,7 +901,7 @@ inline any_tensor run_decomposed(const node& n, const any_tensor* in) {
   return eager::run(passes::decompose(g), std::vector<any_tensor>(in, in + n.nin()))[0];
 }
 
-inline any_tensor run_node(const node& n, const any_tensor* in) {
+KILN_RUNTIME any_tensor run_node(const node& n, const any_tensor* in) {
   if (!is_primitive(n.o) && !has_direct_rule(n.o)) return run_decomposed(n, in);
   switch (kind_of(n.o)) {
     case op_kind::unary: return run_unary(n, in[0]);
@@ -984,6 +996,7 @@ inline any_tensor run_node(const node& n, const any_tensor* in) {
   }
   throw std::logic_error("kiln: eager: no rule for op " + std::string(name(n.o)));
 }
+#endif  // KILN_DEFINE_RUNTIME
 
 /// v, or a copy of it if it shares storage with a leaf: results never alias the caller's inputs.
 inline any_tensor unaliased(const any_tensor& v, const std::vector<any_tensor>& leaves) {
@@ -996,8 +1009,8 @@ inline any_tensor unaliased(const any_tensor& v, const std::vector<any_tensor>& 
 
 /// Evaluates every node of `g` in order; leaves take their values from `leaves` (by slot).
 /// Returns the graph's outputs, never aliasing a leaf's storage.
-template <class G>
-std::vector<any_tensor> run(const G& g, const std::vector<any_tensor>& leaves) {
+#if KILN_DEFINE_RUNTIME
+KILN_RUNTIME std::vector<any_tensor> run_graph(const graph_span& g, const std::vector<any_tensor>& leaves) {
   if (static_cast<int>(leaves.size()) != g.leaves)
     throw std::invalid_argument("kiln: eager: the graph has " + std::to_string(g.leaves) + " leaves, got " +
                                 std::to_string(leaves.size()) + " values");
@@ -1020,6 +1033,7 @@ std::vector<any_tensor> run(const G& g, const std::vector<any_tensor>& leaves) {
   for (int o : g.outputs) outs.push_back(detail::unaliased(vals[static_cast<std::size_t>(o)], leaves));
   return outs;
 }
+#endif  // KILN_DEFINE_RUNTIME
 
 /// Runs a fused, planned schedule kernel by kernel, in kernel order, keeping only what the
 /// plan keeps: a value not written by its kernel is dropped when the kernel ends, and a value
