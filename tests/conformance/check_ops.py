@@ -514,11 +514,17 @@ def main():
         compare(case, "jvp", tensors[f"{case}.jvp"], j32, j64, failures, expected_seen)
         checked += 1
 
+    on = {}
+    for c in cases:
+        where = dict(p.split("=", 1) for p in cases[c].split(";")).get("derivatives")
+        if where:
+            on[where] = on.get(where, 0) + 1
     ops = {op_of(c) for c in cases}
     if None in ops:
         failures.append(f"cases of no op in OPS: {sorted(c for c in cases if op_of(c) is None)}")
     print(f"check_ops.py: {checked} results of {len(cases)} cases of {len(ops - {None})} ops against PyTorch "
           f"{torch.__version__} (seed {meta.get('seed', '?')})")
+    print("  derivatives computed by backend (cases):", ", ".join(f"{k} {v}" for k, v in sorted(on.items())))
     print("  largest float32 ulp errors of values against float64:", ", ".join(ulp_report))
     for e in expected_seen:
         print("  expected difference:", e)

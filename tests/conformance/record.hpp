@@ -2,9 +2,10 @@
 // on the CPU backend and stores, under "<case>.<what>", its inputs, its value (and the eager
 // backend's, "value_eager"), the gradient of
 // sum(value * g) with respect to each differentiable input for a random cotangent g, and the
-// forward-mode derivative along random tangents of those inputs; check_ops.py computes the same
-// with PyTorch and compares. The metadata "case.<name>" lists the case's inputs and which of
-// them are differentiated ("inputs=a,b;diff=a").
+// forward-mode derivative along random tangents of those inputs (derivative_backend says on
+// which backend); check_ops.py computes the same with PyTorch and compares. The metadata
+// "case.<name>" lists the case's inputs, which of them are differentiated and where
+// ("inputs=a,b;diff=a;derivatives=cpu").
 #pragma once
 
 #include <kiln/kiln.hpp>
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -64,6 +66,15 @@ auto jvp_of(const Y& y, std::index_sequence<I...>) {
   return jvp(y, tangent(P{}, tangent_of<I, P>{})...);
 }
 
+/// The backend that computes a case's derivatives: the CPU backend in f32 (what models train
+/// with), the eager reference in f64, where the suite checks the derivative rules themselves.
+/// A derivative plan on the CPU backend is most of a case's compile time (cases_nn_f64.cpp:
+/// 65 s at g++ -O0 with its derivatives on the CPU backend, 26 s on the eager one); the CPU
+/// backend's f64 derivatives are checked against finite differences by the gradcheck tests and
+/// against the eager backend by test_cpu_random_grad.
+template <dtype D>
+using derivative_backend = std::conditional_t<D == dtype::f64, eager::backend_t, default_backend>;
+
 /// Records case `name`: y's value on `inputs` (name, tensor; all of y's placeholders), and for
 /// each of the placeholders P... (differentiable inputs) the gradient and the tangent.
 template <class... P, class Y>
@@ -82,13 +93,14 @@ void record(store& s, const std::string& name, const Y& y, const std::vector<std
   if constexpr (sizeof...(P) > 0) {
     using E = decltype(as_expr(y));
     using G = input<"g", E::dt, as_shape<E::shape>>;
+    constexpr derivative_backend<E::dt> on{};
     const any_tensor g = uniform(s, E::dt, value.shape(), -1, 1);
     s.tensors[name + ".g"] = g;
     std::vector<feed> with_g = feeds;
     with_g.push_back({"g", g});
     const auto loss = sum(y * G{});
     ((s.tensors[name + ".grad." + std::string(P::name.view())] =
-          eval_all(grad(loss, P{}), std::span<const feed>(with_g))[0],
+          eval_all(grad(loss, P{}), std::span<const feed>(with_g), on)[0],
       diff += (diff.empty() ? "" : ",") + std::string(P::name.view())),
      ...);
     std::vector<feed> with_t = feeds;
@@ -100,9 +112,12 @@ void record(store& s, const std::string& name, const Y& y, const std::vector<std
       with_t.push_back({tangent_names[i++], s.tensors[name + ".t." + std::string(P::name.view())]})),
      ...);
     s.tensors[name + ".jvp"] =
-        eval_all(jvp_of<Y, P...>(y, std::index_sequence_for<P...>{}), std::span<const feed>(with_t))[0];
+        eval_all(jvp_of<Y, P...>(y, std::index_sequence_for<P...>{}), std::span<const feed>(with_t), on)[0];
   }
   s.metadata["case." + name] = "inputs=" + names + ";diff=" + diff;
+  if constexpr (sizeof...(P) > 0)
+    s.metadata["case." + name] += std::string(";derivatives=") +
+                                  (std::is_same_v<derivative_backend<decltype(as_expr(y))::dt>, eager::backend_t> ? "eager" : "cpu");
 }
 
 void pointwise_cases_f32(store& s);
