@@ -74,9 +74,11 @@ unset KILN_BENCH_RESTARTED
 echo "run.sh: threads=$threads load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # the suites with rows of the current PyTorch from PyPI (scripts/setup-bench.sh's virtual env)
-torch_suites=(train attention)
-# the unit holding kiln's rows of such a suite, whose compile time is their one-time cost
-declare -A kiln_unit=([train]=bench/train_kiln.cpp [attention]=bench/attention_kiln.cpp)
+torch_suites=(train attention cpu avx2 autodiff export)
+# the unit holding kiln's rows of such a suite, whose compile time is their one-time cost (and
+# the target it is compiled for, where two targets compile it)
+declare -A kiln_unit=([train]=bench/train_kiln.cpp [attention]=bench/attention_kiln.cpp [cpu]=bench/kiln_rows.cpp
+                      [avx2]=bench/kiln_rows.cpp [autodiff]=bench/autodiff_kiln.cpp [export]=bench/export_kiln.cpp)
 torch_python=${KILN_BENCH_TORCH_VENV:-.venv-torch}/bin/python
 [ "${KILN_BENCH_TORCH:-1}" = 0 ] && torch_suites=()
 args=(--threads="$threads" --reps="$reps")
@@ -114,7 +116,7 @@ for s in "${suites[@]}"; do
     "$torch_python" bench/torch_rows.py --suite "$s" --handoff "$handoff" "${torch_args[@]}" --out "$dir/bench/$s-torch.json"
     report_args+=(--extra-raw "$dir/bench/$s-torch.json")
     echo "run.sh: timing a fresh compile of ${kiln_unit[$s]}"
-    report_args+=(--build-seconds "kiln=$("$python" bench/unit_seconds.py "$dir/compile_commands.json" "${kiln_unit[$s]}")")
+    report_args+=(--build-seconds "kiln=$("$python" bench/unit_seconds.py "$dir/compile_commands.json" "${kiln_unit[$s]}" "bench_$s.dir")")
   fi
   "$python" bench/report.py --suite "$s" --raw "$raw" "${report_args[@]}" --out "$results"
 done

@@ -28,8 +28,24 @@ Suites:
   as bench_attention draws its own) and rel_error is against the same attention and gradients
   computed in double, head by head, max|y - ref| / max|ref| over the outputs.
 
+- cpu: the cpu suite's workloads at its sizes (gelu(x*a+b) on 16M floats, row softmax
+  4096x4096, layer_norm 8192x1024, matmul 512/1024/2048, gelu(x w + bias) 1024x1024x4096, the
+  MLP forward 784-1024-1024-10 at batch 16 and 256), as one PyTorch call or the obvious few:
+  "torch" eager, "torch-compile" the same function under torch.compile. avx2: the avx2 suite's
+  two gelu chains with PyTorch's kernels held to AVX2 (ATEN_CPU_CAPABILITY=avx2, and inductor's
+  vectors to 256 bits), as bench_avx2 holds kiln's and its peers'.
+- autodiff: the autodiff suite's training step of that MLP without the optimizer (loss and the
+  six gradients; mean cross-entropy of integer labels) at batch 16 and 256, loss.backward()
+  eager and with the model under torch.compile.
+- export: the export suite's forward of the Fashion-MNIST MLP (784-512-256-10) at batch 1 and
+  64 under torch.inference_mode, eager and compiled.
+These draw their inputs here, in the suites' distributions (the same seed gives the same
+values from run to run, not the C++ suite's values), and rel_error is against the same
+computation in double, max|y - ref| / max|ref| over the outputs, as the suites measure theirs.
+
 A repetition runs steps for at least --min-time seconds after a warm-up (torch.compile compiles
-in the warm-up, which is not timed: its compile time is printed) and reports their mean.
+in the warm-up, which is not timed: its compile time is printed, with inductor's caches off)
+and reports their mean.
 """
 import argparse
 import json
@@ -40,7 +56,7 @@ import time
 
 def parse():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--suite", required=True, choices=["train", "attention"])
+    ap.add_argument("--suite", required=True, choices=["train", "attention", "cpu", "avx2", "autodiff", "export"])
     ap.add_argument("--handoff", help="the directory the suite's binary wrote (train)")
     ap.add_argument("--quick", action="store_true", help="the suites' --quick sizes")
     ap.add_argument("--seed", type=int, default=1)
@@ -235,16 +251,229 @@ def attention_rows(args, torch):
     return rows, [note]
 
 
+def rel_max(ys, refs):
+    """max over the outputs of max|y - ref| / max|ref| (the C++ suites' rel_error)."""
+    worst = 0.0
+    for y, ref in zip(ys, refs):
+        e = ((y.double() - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item()
+        worst = max(worst, e if e == e and e != float("inf") else 1e30)
+    return worst
+
+
+def compiled(torch, impl, fn):
+    """fn as the row runs it: eager ("torch"), or under torch.compile ("torch-compile"), compiled
+    afresh for the workload's shapes."""
+    if impl == "torch":
+        return fn
+    if impl == "torch-compile":
+        torch._dynamo.reset()
+        return torch.compile(fn, dynamic=False)
+    sys.exit(f"torch_rows.py: unknown impl {impl}")
+
+
+def measured(args, name, make_call, refs, counters):
+    """The rows of one workload: for each impl, make_call(impl) gives one timed call (no
+    arguments, returning its outputs); its first call is checked against refs (the same in
+    double) and timed on its own (torch.compile compiles in it), then the repetitions."""
+    rows = []
+    for impl in args.impls.split(","):
+        call = make_call(impl)
+        t0 = time.perf_counter()
+        ys = call()
+        first = time.perf_counter() - t0
+        err = rel_max(ys, refs)
+        for _ in range(args.warmup):
+            call()
+        print(f"torch_rows.py: {name}/{impl}: first call {first:.2f} s, rel_error {err:.2e}", file=sys.stderr)
+        rows += timed_reps(args, call, name, impl,
+                           dict(counters, threads=float(args.threads), rel_error=err, first_call_seconds=first))
+    return rows
+
+
+def uniform_of(torch, seed):
+    gen = torch.Generator().manual_seed(seed)
+
+    def uniform(shape, lo, hi):
+        return torch.rand(shape, generator=gen) * (hi - lo) + lo
+    return uniform
+
+
+def glorot(uniform, n_in, n_out):
+    r = (6.0 / (n_in + n_out)) ** 0.5
+    return uniform((n_in, n_out), -r, r)
+
+
+def cpu_rows(args, torch, avx2=False):
+    """The cpu suite's workloads (bench_cpu.cpp's specs, at --quick its quick sizes); avx2: its
+    gelu chains only. Weights are [in, out], as the C++ suite lays them out."""
+    F = torch.nn.functional
+    uniform = uniform_of(torch, args.seed)
+    f32 = 4.0
+    specs = []
+    n = (1 << 20) + 3 if args.quick else 1 << 24
+    count = "1048579" if args.quick else "16M"
+    if avx2:
+        specs += [("gelu_tanh_chain_" + count, "gelu_tanh", n), ("gelu_chain_" + count, "gelu", n)]
+    else:
+        q = args.quick
+        specs += [("gelu_chain_" + count, "gelu", n),
+                  ("softmax_%dx%d" % ((509, 1001) if q else (4096, 4096)), "softmax", (509, 1001) if q else (4096, 4096)),
+                  ("layer_norm_%dx%d" % ((1003, 1021) if q else (8192, 1024)), "layer_norm",
+                   (1003, 1021) if q else (8192, 1024))]
+        specs += [(f"matmul_{m}", "matmul", m) for m in ((97, 128, 203) if q else (512, 1024, 2048))]
+        lg = (127, 255, 513) if q else (1024, 1024, 4096)
+        specs += [("linear_gelu_%dx%dx%d" % lg, "linear_gelu", lg)]
+        specs += [(f"mlp_b{b}", "mlp", b) for b in ((16, 63) if q else (16, 256))]
+    rows = []
+    for name, what, size in specs:
+        if what in ("gelu", "gelu_tanh"):  # z = x*a + b spans [-5, 5], as bench_cpu draws it
+            approx = "tanh" if what == "gelu_tanh" else "none"
+            inputs = [uniform((size,), -3, 3), uniform((size,), 0.5, 1.5), uniform((size,), -0.5, 0.5)]
+
+            def fn(x, a, b, approx=approx):
+                return (F.gelu(x * a + b, approximate=approx),)
+            counters = {"amount": 4 * f32 * size, "label": "GB/s", "tolerance": 1e-5}
+        elif what == "softmax":
+            inputs = [uniform(size, -8, 8)]
+
+            def fn(x):
+                return (torch.softmax(x, dim=-1),)
+            counters = {"amount": 2 * f32 * size[0] * size[1], "label": "GB/s", "tolerance": 1e-4}
+        elif what == "layer_norm":
+            m, k = size
+            inputs = [uniform(size, -1.5, 2.5), uniform((k,), 0.5, 1.5), uniform((k,), -0.5, 0.5)]
+
+            def fn(x, g, b):
+                return (F.layer_norm(x, (x.shape[-1],), g, b, eps=1e-5),)
+            counters = {"amount": f32 * (2.0 * m * k + 2.0 * k), "label": "GB/s", "tolerance": 1e-4}
+        elif what == "matmul":
+            inputs = [uniform((size, size), -1, 1), uniform((size, size), -1, 1)]
+
+            def fn(a, b):
+                return (a @ b,)
+            counters = {"amount": 2.0 * size ** 3, "label": "GFLOP/s", "tolerance": 1e-4}
+        elif what == "linear_gelu":
+            m, k, nn = size
+            r = 1.7 / k ** 0.5  # pre-activations of order 1
+            inputs = [uniform((m, k), -1, 1), uniform((k, nn), -r, r), uniform((nn,), -0.5, 0.5)]
+
+            def fn(x, w, b):
+                return (F.gelu(torch.addmm(b, x, w)),)
+            counters = {"amount": 2.0 * m * k * nn, "label": "GFLOP/s", "tolerance": 1e-4}
+        else:  # mlp: inputs like pixels, Glorot-uniform weights
+            inputs = [uniform((size, 784), 0, 1), glorot(uniform, 784, 1024), uniform((1024,), -0.1, 0.1),
+                      glorot(uniform, 1024, 1024), uniform((1024,), -0.1, 0.1), glorot(uniform, 1024, 10),
+                      uniform((10,), -0.1, 0.1)]
+
+            def fn(x, w1, b1, w2, b2, w3, b3):
+                h = torch.relu(torch.addmm(b1, x, w1))
+                return (torch.addmm(b3, torch.relu(torch.addmm(b2, h, w2)), w3),)
+            counters = {"amount": 2.0 * size * (784 * 1024 + 1024 * 1024 + 1024 * 10), "label": "GFLOP/s",
+                        "tolerance": 1e-4}
+        refs = fn(*[x.double() for x in inputs])
+        with torch.inference_mode():
+            rows += measured(args, name, lambda impl, fn=fn, inputs=inputs: (
+                lambda f=compiled(torch, impl, fn): f(*inputs)), refs, counters)
+    isa = torch.backends.cpu.get_cpu_capability() + (" (ATEN_CPU_CAPABILITY=avx2, inductor simdlen 8)" if avx2 else "")
+    note = (f"torch, torch-compile: PyTorch {torch.__version__} from PyPI (bench/torch_rows.py, a separate Python "
+            f"process right after bench_{'avx2' if avx2 else 'cpu'}, {args.threads} threads, kernels: {isa}, its own "
+            "inputs drawn alike): eager, and the same function under torch.compile; rel_error against the same in "
+            "double; vs is the ratio of medians (not paired by round), of limit n/a (no stream measured alongside)")
+    return rows, [note]
+
+
+def mlp_step_rows(args, torch):
+    """The autodiff suite: loss and the six gradients of the MLP 784-1024-1024-10 (relu, mean
+    cross-entropy), without an optimizer."""
+    F = torch.nn.functional
+    uniform = uniform_of(torch, args.seed)
+    rows = []
+    for b in ((16, 37) if args.quick else (16, 256)):
+        x = uniform((b, 784), 0, 1)
+        labels = torch.randint(0, 10, (b,), generator=torch.Generator().manual_seed(args.seed + b))
+        params = [glorot(uniform, 784, 1024), uniform((1024,), -0.1, 0.1), glorot(uniform, 1024, 1024),
+                  uniform((1024,), -0.1, 0.1), glorot(uniform, 1024, 10), uniform((10,), -0.1, 0.1)]
+
+        def forward(x, w1, b1, w2, b2, w3, b3):
+            h = torch.relu(torch.addmm(b2, torch.relu(torch.addmm(b1, x, w1)), w2))
+            return F.cross_entropy(torch.addmm(b3, h, w3), labels)
+
+        def step_of(fwd):
+            def step(x, *ps):
+                leaves = [p.detach().requires_grad_(True) for p in ps]
+                loss = fwd(x, *leaves)
+                return (loss.detach(),) + torch.autograd.grad(loss, leaves)
+            return step
+
+        forward_flops = 2.0 * b * (784 * 1024 + 1024 * 1024 + 1024 * 10)
+        counters = {"amount": 3.0 * forward_flops, "label": "GFLOP/s", "tolerance": 1e-4}
+        refs = step_of(forward)(x.double(), *[p.double() for p in params])
+        rows += measured(args, f"mlp_step_b{b}", lambda impl, x=x, params=params, forward=forward, step_of=step_of: (
+            lambda step=step_of(compiled(torch, impl, forward)): step(x, *params)), refs, counters)
+    note = (f"torch, torch-compile: PyTorch {torch.__version__} from PyPI (bench/torch_rows.py, a separate Python "
+            f"process right after bench_autodiff, {args.threads} threads, its own inputs drawn alike): the step with "
+            "torch.autograd.grad, eager and with the forward under torch.compile (AOTAutograd compiles its backward); "
+            "rel_error against the same step in double")
+    return rows, [note]
+
+
+def export_rows(args, torch):
+    """The export suite: the Fashion-MNIST MLP's forward (784-512-256-10, relu), batch 1 and 64,
+    cycling through a set of requests as bench_export does."""
+    uniform = uniform_of(torch, args.seed)
+    rows = []
+    ws = [glorot(uniform, 784, 512), uniform((512,), -0.1, 0.1), glorot(uniform, 512, 256),
+          uniform((256,), -0.1, 0.1), glorot(uniform, 256, 10), uniform((10,), -0.1, 0.1)]
+
+    def forward(x, w1, b1, w2, b2, w3, b3):
+        return (torch.addmm(b3, torch.relu(torch.addmm(b2, torch.relu(torch.addmm(b1, x, w1)), w2)), w3),)
+
+    def cycling(impl, requests):  # one call on the next request, the first on requests[0]
+        f, nxt = compiled(torch, impl, forward), [0]
+
+        def call():
+            y = f(requests[nxt[0]], *ws)
+            nxt[0] = (nxt[0] + 1) % len(requests)
+            return y
+        return call
+
+    for b in (1, 64):
+        requests = [uniform((b, 784), 0, 1) for _ in range(32 if args.quick else 256)]
+        refs = forward(requests[0].double(), *[w.double() for w in ws])
+        counters = {"amount": float(b), "rate_scale": 1.0, "label": "samples/s", "tolerance": 1e-4}
+        with torch.inference_mode():
+            rows += measured(args, f"mlp_forward_b{b}", lambda impl, r=requests: cycling(impl, r), refs, counters)
+    note = (f"torch, torch-compile: PyTorch {torch.__version__} from PyPI (bench/torch_rows.py, a separate Python "
+            f"process right after bench_export, {args.threads} threads, its own weights and requests drawn alike): "
+            "nn.Linear's addmm and relu under torch.inference_mode, eager and under torch.compile; rel_error "
+            "against the same in double")
+    return rows, [note]
+
+
 def main():
     args = parse()
+    if args.suite == "avx2":  # before torch loads: its kernels are chosen then
+        os.environ["ATEN_CPU_CAPABILITY"] = "avx2"
+    # torch.compile's first call compiles from nothing, as on a user's first run: inductor's
+    # caches in /tmp (kept between runs) would otherwise make a second run's first call cheap
+    os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
     import torch
     torch.set_num_threads(args.threads)
+    if args.suite == "avx2":
+        import torch._inductor.config as inductor_config
+        inductor_config.cpp.simdlen = 8  # 8 floats: AVX2's vectors
     if args.suite == "train":
         if not args.handoff:
             sys.exit("torch_rows.py: --suite train needs --handoff")
         rows, notes = train_rows(args, torch)
-    else:
+    elif args.suite == "attention":
         rows, notes = attention_rows(args, torch)
+    elif args.suite in ("cpu", "avx2"):
+        rows, notes = cpu_rows(args, torch, avx2=args.suite == "avx2")
+    elif args.suite == "autodiff":
+        rows, notes = mlp_step_rows(args, torch)
+    else:
+        rows, notes = export_rows(args, torch)
     out = {"context": {"torch_version": torch.__version__, "torch_note": " ".join(notes)}, "benchmarks": rows}
     with open(args.out, "w") as f:
         json.dump(out, f, indent=1)
