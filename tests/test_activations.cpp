@@ -86,3 +86,26 @@ TEST_CASE("softplus's gradient is sigmoid, in reverse and forward mode, and matc
     }
   }
 }
+
+TEST_CASE("sinh and cosh of f32 near overflow: values and gradients finite where the results are") {
+  // e^|x| / 2 fits a float up to |x| = 89.41; the gradient used to form e^|x| on the way
+  // (through e^(|x|/2)), infinite from |x| = 88.72
+  using X = input<"x", f32, shape<6>>;
+  const tensor<float, 1> x({6}, {88.8f, -89.0f, 89.4f, 20.5f, -3.0f, 90.0f});
+  const auto check = [&](auto e, auto value_of, auto slope_of) {
+    const auto y = eval(e, X{} = x);
+    const auto dy = eval(grad(sum(e), X{}), X{} = x);
+    for (index_t i = 0; i < 6; ++i) {
+      const long double v = x(i), value = value_of(v), slope = slope_of(v);
+      CAPTURE(v);
+      if (std::fabs(value) > std::numeric_limits<float>::max()) {
+        CHECK(std::isinf(y(i)));  // 90: beyond float
+        continue;
+      }
+      CHECK(std::fabs(y(i) - value) <= 2e-7L * std::fabs(value));
+      CHECK(std::fabs(dy(i) - slope) <= 2e-7L * std::fabs(slope));
+    }
+  };
+  check(sinh(X{}), [](long double v) { return std::sinh(v); }, [](long double v) { return std::cosh(v); });
+  check(cosh(X{}), [](long double v) { return std::cosh(v); }, [](long double v) { return std::sinh(v); });
+}

@@ -62,6 +62,8 @@ void shape_cases_of(store& s, const std::string& sfx) {
   record<>(s, std::string("arange") + sfx, arange<7>(), {});
   record<>(s, std::string("zeros_like") + sfx, zeros_like(A{}), {{"a", a}});
   record<>(s, std::string("full_like") + sfx, full_like(A{}, 2.5), {{"a", a}});
+  record<>(s, std::string("ones_like") + sfx, ones_like(A{}), {{"a", a}});
+  record<>(s, std::string("arange_like") + sfx, arange_like<1>(A{}), {{"a", a}});
 }
 
 }  // namespace kc

@@ -334,6 +334,8 @@ CASES = {
     "cast": lambda t: t["a"].to(torch.int64),
     "zeros_like": lambda t: torch.zeros_like(t["a"]),
     "full_like": lambda t: torch.full_like(t["a"], 2.5),
+    "ones_like": lambda t: torch.ones_like(t["a"]),
+    "arange_like": lambda t: torch.arange(t["a"].shape[1]),
 }
 
 # float32 values held to an accuracy in ulps of the exact (float64) result, beyond the rule
@@ -353,7 +355,7 @@ OPS = ["gather", "cumprod", "prod", "unfold", "fold", "scatter_add", "cumsum", "
        "clamp_max", "hardtanh", "relu6", "leaky_relu", "elu", "mish", "masked_fill", "isnan", "isinf", "isfinite",
        "nan_to_num", "logical_not", "logical_and", "logical_or", "logical_xor", "logsumexp", "std", "any", "all",
        "argmax", "argmin", "unsqueeze", "squeeze", "stack", "outer", "bmm", "addmm", "triu", "tril", "roll", "flip",
-       "index_select", "nll_loss", "rms_norm", "arange", "zeros_like", "full_like",
+       "index_select", "nll_loss", "rms_norm", "arange", "arange_like", "zeros_like", "ones_like", "full_like",
        "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh", "sigmoid", "relu", "gelu", "gelu_tanh", "silu",
        "softplus", "sin", "cos", "erf", "abs", "neg", "add", "sub", "mul", "div", "pow", "maximum", "minimum",
        "where", "compare", "sum", "mean", "var", "amax", "amin", "softmax", "log_softmax", "layer_norm", "linear",

@@ -250,29 +250,40 @@ constexpr auto tan(const X& x) {
   return sin(f) / cos(f);
 }
 /// sinh and cosh: from expm1 (sinh) and e^x (cosh) for |x| <= 20; beyond, h * (h / 2) with
-/// h = e^(|x|/2), so that results up to the largest float do not overflow on the way.
+/// h = e^(|x|/2), so that results up to the largest float do not overflow on the way. The
+/// gradient of h * (h / 2) forms e^|x| (twice the result) on its way through e^(|x|/2), which
+/// overflows float for |x| in (88.7, 89.4] where the gradient itself does not: f32 and bf16
+/// compute in f64 (which then also rounds the result once).
 template <tensor_operand X>
 constexpr auto sinh(const X& x) {
   constexpr dtype d = detail::float_of<X>;
-  const auto half = detail::k<d, 1, 2>;
-  const auto f = detail::as_float(x);
-  const auto small = le(abs(f), detail::k<d, 20>);
-  const auto xs = where(small, f, detail::k<d, 0>);
-  const auto h = exp(abs(f) * half);
-  // the sign as a factor: a `where` between -big and big would send the branch not taken a zero
-  // cotangent against big's infinite derivative (0 * inf) once big overflows
-  return where(small, (expm1(xs) - expm1(-xs)) * half,
-               h * (h * half) * where(lt(f, detail::k<d, 0>), detail::k<d, -1>, detail::k<d, 1>));
+  if constexpr (d != dtype::f64) {
+    return cast<d>(sinh(cast<dtype::f64>(x)));
+  } else {
+    const auto half = detail::k<d, 1, 2>;
+    const auto f = detail::as_float(x);
+    const auto small = le(abs(f), detail::k<d, 20>);
+    const auto xs = where(small, f, detail::k<d, 0>);
+    const auto h = exp(abs(f) * half);
+    // the sign as a factor: a `where` between -big and big would send the branch not taken a
+    // zero cotangent against big's infinite derivative (0 * inf) once big overflows
+    return where(small, (expm1(xs) - expm1(-xs)) * half,
+                 h * (h * half) * where(lt(f, detail::k<d, 0>), detail::k<d, -1>, detail::k<d, 1>));
+  }
 }
 template <tensor_operand X>
 constexpr auto cosh(const X& x) {
   constexpr dtype d = detail::float_of<X>;
-  const auto half = detail::k<d, 1, 2>;
-  const auto f = detail::as_float(x);
-  const auto small = le(abs(f), detail::k<d, 20>);
-  const auto xs = where(small, f, detail::k<d, 0>);
-  const auto h = exp(abs(f) * half);
-  return where(small, (exp(xs) + exp(-xs)) * half, h * (h * half));
+  if constexpr (d != dtype::f64) {
+    return cast<d>(cosh(cast<dtype::f64>(x)));
+  } else {
+    const auto half = detail::k<d, 1, 2>;
+    const auto f = detail::as_float(x);
+    const auto small = le(abs(f), detail::k<d, 20>);
+    const auto xs = where(small, f, detail::k<d, 0>);
+    const auto h = exp(abs(f) * half);
+    return where(small, (exp(xs) + exp(-xs)) * half, h * (h * half));
+  }
 }
 /// x^2 (torch.square).
 template <tensor_operand X>
