@@ -15,7 +15,40 @@ template <class E>
 struct pruned_plan {
   static constexpr auto graph = freeze([] { return passes::remove_dead(traced<E>::value.thaw()); });
 };
+
+/// The same result frozen within capacities that hold it and within capacities that do not
+/// (freeze_within then sizes it with one run more).
+template <class E>
+struct bounded_plan {
+  static constexpr auto make = [] { return passes::remove_dead(traced<E>::value.thaw()); };
+  static constexpr auto roomy = freeze_within<64, 4>(make);
+  static constexpr auto tight = freeze_within<2, 1>(make);
+};
+
+template <class A, class B>
+constexpr bool same_frozen(const A& a, const B& b) {
+  if (a.nodes.size() != b.nodes.size() || a.outputs.size() != b.outputs.size() || a.leaves != b.leaves) return false;
+  for (std::size_t i = 0; i < a.nodes.size(); ++i) {
+    const node &x = a.nodes[i], &y = b.nodes[i];
+    if (x.o != y.o || x.dt != y.dt || !(x.shape == y.shape) || x.slot != y.slot || x.label() != y.label()) return false;
+    for (int j = 0; j < 4; ++j)
+      if (x.in[j] != y.in[j]) return false;
+  }
+  for (std::size_t i = 0; i < a.outputs.size(); ++i)
+    if (a.outputs[i] != b.outputs[i]) return false;
+  return true;
+}
 }  // namespace
+
+TEST_CASE("freeze_within gives freeze's graph, whether or not its capacities hold it") {
+  using P = bounded_plan<Layer>;
+  static_assert(P::roomy.nodes.size() == 6 && P::tight.nodes.size() == 6);
+  static_assert(same_frozen(P::roomy, pruned_plan<Layer>::graph));
+  static_assert(same_frozen(P::tight, pruned_plan<Layer>::graph));
+  // a graph that differs is told apart
+  static_assert(!same_frozen(P::roomy, traced<decltype(relu(X{}))>::value));
+  CHECK(P::tight.nodes[5].o == op::relu);
+}
 
 TEST_CASE("trace: nodes, order, shapes, dtypes and names of an MLP layer") {
   constexpr const auto& g = traced<Layer>::value;

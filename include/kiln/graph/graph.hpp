@@ -158,23 +158,74 @@ struct graph_span {
 namespace detail {
 /// The sizes of the graph a Make lambda returns: its own constant (evaluation budget).
 template <class Make>
-inline constexpr std::array<std::size_t, 2> graph_size = [] {
+constexpr std::array<std::size_t, 2> sizes_of() {
   const graph g = Make{}();
   return std::array<std::size_t, 2>{g.nodes.size(), g.outputs.size()};
-}();
+}
+template <class Make>
+inline constexpr std::array<std::size_t, 2> graph_size = sizes_of<Make>();
+}  // namespace detail
+
+namespace detail {
+/// Copies graph g (n nodes, m outputs) into frozen arrays f.
+template <class F>
+constexpr void copy_graph(F& f, const node* from, const int* outputs, std::size_t n, std::size_t m, int leaves) {
+  node* to = f.nodes.data();  // raw pointers: no call per element in constant evaluation
+  for (std::size_t i = 0; i < n; ++i) to[i] = from[i];
+  for (std::size_t i = 0; i < m; ++i) f.outputs[i] = outputs[i];
+  f.leaves = leaves;
+}
+template <std::size_t N, std::size_t M, class Make>
+constexpr frozen_graph<N, M> freeze_sized(Make) {
+  const graph g = Make{}();
+  frozen_graph<N, M> f;
+  copy_graph(f, g.nodes.data(), g.outputs.data(), N, M, g.leaves);
+  return f;
+}
+
+/// A graph of at most N nodes and M outputs in arrays of those capacities, with its sizes
+/// (when larger, only the sizes).
+template <std::size_t N, std::size_t M>
+struct bounded_graph {
+  std::array<node, N> nodes{};
+  std::array<int, M> outputs{};
+  std::size_t n = 0, m = 0;
+  int leaves = 0;
+  constexpr bool fits() const { return n <= N && m <= M; }
+};
+/// The graph a Make lambda returns, within capacities N and M: its own constant, one run.
+template <class Make, std::size_t N, std::size_t M>
+constexpr bounded_graph<N, M> make_bounded() {
+  const graph g = Make{}();
+  bounded_graph<N, M> b;
+  b.n = g.nodes.size();
+  b.m = g.outputs.size();
+  if (b.fits()) copy_graph(b, g.nodes.data(), g.outputs.data(), b.n, b.m, g.leaves);
+  return b;
+}
+template <class Make, std::size_t N, std::size_t M>
+inline constexpr bounded_graph<N, M> bounded_result = make_bounded<Make, N, M>();
 }  // namespace detail
 
 template <class Make>
 constexpr auto freeze(Make) {
-  constexpr std::size_t n = detail::graph_size<Make>[0], m = detail::graph_size<Make>[1];
-  const graph g = Make{}();
-  frozen_graph<n, m> f;
-  node* to = f.nodes.data();  // raw pointers: no call per element in constant evaluation
-  const node* from = g.nodes.data();
-  for (std::size_t i = 0; i < n; ++i) to[i] = from[i];
-  for (std::size_t i = 0; i < m; ++i) f.outputs[i] = g.outputs[i];
-  f.leaves = g.leaves;
-  return f;
+  return detail::freeze_sized<detail::graph_size<Make>[0], detail::graph_size<Make>[1]>(Make{});
+}
+
+/// freeze, for a lambda whose graph is expected to have at most N nodes and M outputs (a pass
+/// on a graph of known size): the lambda runs once where freeze runs it twice, and its result
+/// is copied from a constant of those capacities. (A larger result costs one run more: the
+/// sizes from the first, the graph from the second.)
+template <std::size_t N, std::size_t M, class Make>
+constexpr auto freeze_within(Make) {
+  constexpr const auto& b = detail::bounded_result<Make, N, M>;
+  if constexpr (!b.fits()) {
+    return detail::freeze_sized<b.n, b.m>(Make{});
+  } else {
+    frozen_graph<b.n, b.m> f;
+    detail::copy_graph(f, b.nodes.data(), b.outputs.data(), b.n, b.m, b.leaves);
+    return f;
+  }
 }
 
 /// What a node computes: its dtype and shape, or why its inputs and attributes give none.

@@ -179,7 +179,9 @@ constexpr graph walk(const record& top, binding* bind = nullptr) {
 /// operand of kiln::outputs(...).
 template <class E>
 struct traced {
-  static constexpr auto value = freeze([] { return detail::walk(record_ref<E>()); });
+  // a graph has at most the tree's nodes (shared subtrees are one node)
+  static constexpr auto value = freeze_within<static_cast<std::size_t>(std::min<index_t>(record_ref<E>().tree_nodes, 4096)),
+                                              static_cast<std::size_t>(record_ref<E>().kids) + 1>([] { return detail::walk(record_ref<E>()); });
   /// The leaf-table slot of each bound tensor and C++ scalar of an E object, in its order.
   static constexpr auto binding = [] {
     using U = std::remove_cvref_t<E>;

@@ -139,12 +139,24 @@ constexpr const auto& stage_graph() {
   else return stage_result<E, I>::graph;
 }
 
+/// Room for the nodes of stage I's result: canonicalize and partition mostly shrink a graph,
+/// decompose and differentiate grow it (a backward pass about doubles it).
+template <class E, int I>
+constexpr std::size_t stage_capacity() {
+  const std::size_t n = stage_graph<E, I - 1>().nodes.size();
+  switch (passes::pipeline[I].p) {
+    case passes::pass::decompose:
+    case passes::pass::differentiate: return 3 * n + 64;
+    default: return n + n / 4 + 16;
+  }
+}
+
 /// Each stage of E's pipeline is frozen into its own constant, so each runs in its own constant
 /// evaluation, with the compilers' step limits applying to one pass at a time.
 template <class E, int I>
 struct stage_result {
-  static constexpr auto graph =
-      freeze([] { return passes::checked_stage<I>(passes::run_stage(I, stage_graph<E, I - 1>().thaw())); });
+  static constexpr auto graph = freeze_within<stage_capacity<E, I>(), stage_graph<E, I - 1>().outputs.size() + 8>(
+      [] { return passes::checked_stage<I>(passes::run_stage(I, stage_graph<E, I - 1>().thaw())); });
 };
 
 /// canonicalize, in three constants: one sweep, dead-node removal, and the further rounds that
@@ -152,9 +164,13 @@ struct stage_result {
 template <class E, int I>
   requires(passes::pipeline[I].p == passes::pass::canonicalize)
 struct stage_result<E, I> {
-  static constexpr auto swept = freeze([] { return passes::detail::sweep(stage_graph<E, I - 1>().thaw()); });
-  static constexpr auto pruned = freeze([] { return passes::remove_dead(swept.thaw()); });
-  static constexpr auto graph = freeze([] {
+  static constexpr std::size_t in_nodes = stage_graph<E, I - 1>().nodes.size(),
+                               in_outputs = stage_graph<E, I - 1>().outputs.size();
+  static constexpr auto swept = freeze_within<in_nodes + in_nodes / 4 + 16, in_outputs>(
+      [] { return passes::detail::sweep(stage_graph<E, I - 1>().thaw()); });
+  static constexpr auto pruned =
+      freeze_within<swept.nodes.size(), in_outputs>([] { return passes::remove_dead(swept.thaw()); });
+  static constexpr auto graph = freeze_within<pruned.nodes.size(), in_outputs>([] {
     kiln::graph g = pruned.thaw();
     if (g.nodes.size() != stage_graph<E, I - 1>().nodes.size()) g = passes::canonicalize(static_cast<kiln::graph&&>(g));
     return passes::checked_stage<I>(static_cast<kiln::graph&&>(g));
@@ -183,7 +199,11 @@ constexpr const auto& partitioned_graph() {
 /// E's graph grouped into kernels (the first half of the fusion pass), frozen on its own.
 template <class E>
 struct fused {
-  static constexpr auto value = passes::freeze_fused([] {
+  static constexpr std::size_t in_nodes = partitioned_graph<E>().nodes.size(),
+                               in_outputs = partitioned_graph<E>().outputs.size();
+  // grouping adds few nodes; kernels are fewer than nodes
+  static constexpr auto value = passes::freeze_fused_within<in_nodes + in_nodes / 4 + 16, in_outputs + 8,
+                                                            in_nodes + in_nodes / 4 + 16>([] {
     passes::fused_graph f = passes::group(partitioned_graph<E>().thaw());
 #ifdef KILN_CHECK_PASSES
     (void)passes::checked_stage<passes::fuse_stage>(f.g);
@@ -211,8 +231,11 @@ constexpr const auto& eager_graph() {
 /// planning, each run in their own constant evaluation.
 template <class E>
 struct plan {
+  // planning keeps the fused graph's nodes and kernels; buffers are fewer than nodes
   static constexpr auto schedule =
-      passes::freeze_schedule([] { return passes::plan(passes::account(fused<E>::value.thaw())); });
+      passes::freeze_schedule_within<fused<E>::value.g.nodes.size(), fused<E>::value.g.outputs.size(),
+                                     fused<E>::value.kernels.size(), fused<E>::value.g.nodes.size()>(
+          [] { return passes::plan(passes::account(fused<E>::value.thaw())); });
 };
 
 /// What the pipeline made of an expression, as torch._dynamo.explain reports it. Usable in

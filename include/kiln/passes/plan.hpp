@@ -129,35 +129,82 @@ struct frozen_fused {
 };
 
 namespace detail {
-/// The sizes of the fused graph a Make lambda returns: its own constant (evaluation budget).
-template <class Make>
-inline constexpr std::array<std::size_t, 3> fused_size = [] {
-  const fused_graph f = Make{}();
-  return std::array<std::size_t, 3>{f.g.nodes.size(), f.g.outputs.size(), f.kernels.size()};
-}();
-}  // namespace detail
+/// Copies the first n nodes (m outputs, k kernels, b buffers) of a fused graph or schedule s,
+/// growable or frozen, into frozen f; with_buffers for schedules.
+template <class S>
+constexpr std::size_t buffer_count(const S& s) {
+  if constexpr (requires { s.buffers; }) return s.buffers.size();
+  else return 0;
+}
 
-/// Freezes the fused graph returned by a captureless constexpr lambda (run twice: size, fill).
-template <class Make>
-constexpr auto freeze_fused(Make) {
-  constexpr auto size = detail::fused_size<Make>;
-  const fused_graph s = Make{}();
-  frozen_fused<size[0], size[1], size[2]> f;
+template <bool with_buffers, class F, class S>
+constexpr void copy_frozen(F& f, const S& s, std::size_t n, std::size_t m, std::size_t k, std::size_t b) {
   node* nodes = f.g.nodes.data();  // raw pointers: no call per element in constant evaluation
   int* kernel_of = f.kernel_of.data();
   char* written = f.written.data();
   const node* from = s.g.nodes.data();
   const int* from_kernel = s.kernel_of.data();
   const char* from_written = s.written.data();
-  for (std::size_t i = 0; i < size[0]; ++i) {
+  for (std::size_t i = 0; i < n; ++i) {
     nodes[i] = from[i];
     kernel_of[i] = from_kernel[i];
     written[i] = from_written[i];
   }
-  for (std::size_t i = 0; i < size[1]; ++i) f.g.outputs[i] = s.g.outputs[i];
+  for (std::size_t i = 0; i < m; ++i) f.g.outputs[i] = s.g.outputs[i];
   f.g.leaves = s.g.leaves;
-  for (std::size_t i = 0; i < size[2]; ++i) f.kernels[i] = s.kernels[i];
+  for (std::size_t i = 0; i < k; ++i) f.kernels[i] = s.kernels[i];
+  if constexpr (with_buffers) {
+    int* buffer_of = f.buffer_of.data();
+    const int* from_buffer = s.buffer_of.data();
+    for (std::size_t i = 0; i < n; ++i) buffer_of[i] = from_buffer[i];
+    for (std::size_t i = 0; i < b; ++i) f.buffers[i] = s.buffers[i];
+  }
+}
+
+/// The sizes of what a Make lambda returns (a fused graph or a schedule): nodes, outputs,
+/// kernels, buffers. Its own constant (evaluation budget).
+template <class Make>
+constexpr std::array<std::size_t, 4> result_sizes() {
+  const auto s = Make{}();
+  return {s.g.nodes.size(), s.g.outputs.size(), s.kernels.size(), buffer_count(s)};
+}
+template <class Make>
+inline constexpr std::array<std::size_t, 4> result_size = result_sizes<Make>();
+
+/// What a Make lambda returns, frozen with exactly its sizes (Make runs once here).
+template <class Frozen, class Make>
+constexpr Frozen freeze_sized_result(Make) {
+  const auto s = Make{}();
+  Frozen f;
+  copy_frozen<requires { f.buffers; }>(f, s, s.g.nodes.size(), s.g.outputs.size(), s.kernels.size(), buffer_count(s));
   return f;
+}
+
+/// A result of at most the capacities of Frozen (a frozen fused graph or schedule), with its
+/// sizes (when larger, only the sizes).
+template <class Frozen>
+struct bounded_result_of {
+  Frozen f{};
+  std::array<std::size_t, 4> size{};
+  std::array<std::size_t, 4> cap{};
+  constexpr bool fits() const { return size[0] <= cap[0] && size[1] <= cap[1] && size[2] <= cap[2] && size[3] <= cap[3]; }
+};
+template <class Frozen, class Make>
+constexpr bounded_result_of<Frozen> make_bounded_result(std::array<std::size_t, 4> cap) {
+  const auto s = Make{}();
+  bounded_result_of<Frozen> b;
+  b.cap = cap;
+  b.size = {s.g.nodes.size(), s.g.outputs.size(), s.kernels.size(), buffer_count(s)};
+  if (b.fits()) copy_frozen<requires { s.buffers; }>(b.f, s, b.size[0], b.size[1], b.size[2], b.size[3]);
+  return b;
+}
+}  // namespace detail
+
+/// Freezes the fused graph returned by a captureless constexpr lambda (run twice: size, fill).
+template <class Make>
+constexpr auto freeze_fused(Make) {
+  constexpr auto size = detail::result_size<Make>;
+  return detail::freeze_sized_result<frozen_fused<size[0], size[1], size[2]>>(Make{});
 }
 
 /// A schedule frozen into arrays, to be a static constexpr member of a plan type.
@@ -172,39 +219,42 @@ struct frozen_schedule {
 };
 
 /// Freezes the schedule returned by a captureless constexpr lambda (run twice: size, fill).
-namespace detail {
-/// The sizes of the schedule a Make lambda returns: its own constant (evaluation budget).
-template <class Make>
-inline constexpr std::array<std::size_t, 4> schedule_size = [] {
-  const schedule s = Make{}();
-  return std::array<std::size_t, 4>{s.g.nodes.size(), s.g.outputs.size(), s.kernels.size(), s.buffers.size()};
-}();
-}  // namespace detail
-
 template <class Make>
 constexpr auto freeze_schedule(Make) {
-  constexpr auto size = detail::schedule_size<Make>;
-  const schedule s = Make{}();
-  frozen_schedule<size[0], size[1], size[2], size[3]> f;
-  node* nodes = f.g.nodes.data();  // raw pointers: no call per element in constant evaluation
-  int* kernel_of = f.kernel_of.data();
-  char* written = f.written.data();
-  int* buffer_of = f.buffer_of.data();
-  const node* from = s.g.nodes.data();
-  const int* from_kernel = s.kernel_of.data();
-  const char* from_written = s.written.data();
-  const int* from_buffer = s.buffer_of.data();
-  for (std::size_t i = 0; i < size[0]; ++i) {
-    nodes[i] = from[i];
-    kernel_of[i] = from_kernel[i];
-    written[i] = from_written[i];
-    buffer_of[i] = from_buffer[i];
+  constexpr auto size = detail::result_size<Make>;
+  return detail::freeze_sized_result<frozen_schedule<size[0], size[1], size[2], size[3]>>(Make{});
+}
+
+namespace detail {
+template <class Make, std::size_t N, std::size_t M, std::size_t K>
+inline constexpr auto bounded_fused = make_bounded_result<frozen_fused<N, M, K>, Make>({N, M, K, 0});
+template <class Make, std::size_t N, std::size_t M, std::size_t K, std::size_t B>
+inline constexpr auto bounded_schedule = make_bounded_result<frozen_schedule<N, M, K, B>, Make>({N, M, K, B});
+}  // namespace detail
+
+/// freeze_fused and freeze_schedule for a lambda whose result is expected within the given
+/// capacities (graph/graph.hpp's freeze_within): one run of the lambda where those run it twice.
+template <std::size_t N, std::size_t M, std::size_t K, class Make>
+constexpr auto freeze_fused_within(Make) {
+  constexpr const auto& b = detail::bounded_fused<Make, N, M, K>;
+  if constexpr (!b.fits()) {
+    return detail::freeze_sized_result<frozen_fused<b.size[0], b.size[1], b.size[2]>>(Make{});
+  } else {
+    frozen_fused<b.size[0], b.size[1], b.size[2]> f;
+    detail::copy_frozen<false>(f, b.f, b.size[0], b.size[1], b.size[2], 0);
+    return f;
   }
-  for (std::size_t i = 0; i < size[1]; ++i) f.g.outputs[i] = s.g.outputs[i];
-  f.g.leaves = s.g.leaves;
-  for (std::size_t i = 0; i < size[2]; ++i) f.kernels[i] = s.kernels[i];
-  for (std::size_t i = 0; i < size[3]; ++i) f.buffers[i] = s.buffers[i];
-  return f;
+}
+template <std::size_t N, std::size_t M, std::size_t K, std::size_t B, class Make>
+constexpr auto freeze_schedule_within(Make) {
+  constexpr const auto& b = detail::bounded_schedule<Make, N, M, K, B>;
+  if constexpr (!b.fits()) {
+    return detail::freeze_sized_result<frozen_schedule<b.size[0], b.size[1], b.size[2], b.size[3]>>(Make{});
+  } else {
+    frozen_schedule<b.size[0], b.size[1], b.size[2], b.size[3]> f;
+    detail::copy_frozen<true>(f, b.f, b.size[0], b.size[1], b.size[2], b.size[3]);
+    return f;
+  }
 }
 
 /// A frozen schedule's arrays as spans (see graph_span): lets run-time code take any plan.
