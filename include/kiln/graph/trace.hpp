@@ -75,6 +75,29 @@ constexpr graph walk(const record& top, binding* bind = nullptr) {
     int id;
   };
   cvec<seen_tree> trees;
+  // trees by hash (open addressing, indices into trees, -1 empty; kept at most half full): a
+  // scan of every tree at every visit was most of the trace's cost in constant evaluation
+  cvec<int> tree_slot;
+  tree_slot.assign(std::size_t{64}, -1);
+  const auto tree_home = [](std::uint64_t h, std::size_t mask) {
+    return static_cast<std::size_t>((h * 0x9e3779b97f4a7c15ull) >> 32) & mask;
+  };
+  const auto remember_tree = [&](const seen_tree& t) {
+    trees.push_back(t);
+    if (2 * trees.size() > tree_slot.size()) {  // grow and reinsert
+      tree_slot.assign(2 * tree_slot.size(), -1);
+      const std::size_t mask = tree_slot.size() - 1;
+      for (std::size_t i = 0; i + 1 < trees.size(); ++i) {
+        std::size_t at = tree_home(trees[i].hash, mask);
+        while (tree_slot[at] >= 0) at = (at + 1) & mask;
+        tree_slot[at] = static_cast<int>(i);
+      }
+    }
+    const std::size_t mask = tree_slot.size() - 1;
+    std::size_t at = tree_home(t.hash, mask);
+    while (tree_slot[at] >= 0) at = (at + 1) & mask;
+    tree_slot[at] = static_cast<int>(trees.size() - 1);
+  };
   // shared subtrees already emitted: key, node, and where their data items start
   struct seen_share {
     std::uint64_t key;
@@ -106,8 +129,11 @@ constexpr graph walk(const record& top, binding* bind = nullptr) {
           return sh.id;
         }
     } else if (r->pure && r->tree_nodes >= min_shared_tree) {
-      for (const seen_tree& t : trees)
+      const std::size_t mask = tree_slot.size() - 1;
+      for (std::size_t at = tree_home(r->hash, mask); tree_slot[at] >= 0; at = (at + 1) & mask) {
+        const seen_tree& t = trees[static_cast<std::size_t>(tree_slot[at])];
         if (t.hash == r->hash && t.size == r->tree_nodes && same_node_value(*t.n, r->n)) return t.id;
+      }
     }
     return -1;
   };
@@ -157,7 +183,7 @@ constexpr graph walk(const record& top, binding* bind = nullptr) {
           placeholder.push_back(&f.r->n);
           placeholder_id.push_back(id);
         } else if (f.r->pure && f.r->tree_nodes >= min_shared_tree) {
-          trees.push_back({f.r->hash, f.r->tree_nodes, &f.r->n, id});
+          remember_tree({f.r->hash, f.r->tree_nodes, &f.r->n, id});
         }
       }
       stack.pop_back();
@@ -175,6 +201,21 @@ constexpr graph walk(const record& top, binding* bind = nullptr) {
 
 }  // namespace detail
 
+namespace detail {
+/// traced<E>::binding's value (a named function: g++ 12 evaluates a lambda invoked in a static
+/// member's initializer more than once, docs/notes.md).
+template <class E>
+constexpr auto binding_of() {
+  using U = std::remove_cvref_t<E>;
+  std::pair<std::array<int, U::tensor_leaves>, std::array<int, U::scalar_leaves>> r{};
+  binding b;
+  (void)walk(record_ref<E>(), &b);
+  for (std::size_t i = 0; i < U::tensor_leaves; ++i) r.first[i] = b.tensor_slot[i];
+  for (std::size_t i = 0; i < U::scalar_leaves; ++i) r.second[i] = b.scalar_slot[i];
+  return r;
+}
+}  // namespace detail
+
 /// The frozen graph of expression type E: one output, the expression's value, or one per
 /// operand of kiln::outputs(...).
 template <class E>
@@ -183,15 +224,7 @@ struct traced {
   static constexpr auto value = freeze_within<static_cast<std::size_t>(std::min<index_t>(record_ref<E>().tree_nodes, 4096)),
                                               static_cast<std::size_t>(record_ref<E>().kids) + 1>([] { return detail::walk(record_ref<E>()); });
   /// The leaf-table slot of each bound tensor and C++ scalar of an E object, in its order.
-  static constexpr auto binding = [] {
-    using U = std::remove_cvref_t<E>;
-    std::pair<std::array<int, U::tensor_leaves>, std::array<int, U::scalar_leaves>> r{};
-    detail::binding b;
-    (void)detail::walk(record_ref<E>(), &b);
-    for (std::size_t i = 0; i < U::tensor_leaves; ++i) r.first[i] = b.tensor_slot[i];
-    for (std::size_t i = 0; i < U::scalar_leaves; ++i) r.second[i] = b.scalar_slot[i];
-    return r;
-  }();
+  static constexpr auto binding = detail::binding_of<E>();
 };
 
 /// The graph of an expression, as a run-time value.
