@@ -549,7 +549,7 @@ struct differ {
   constexpr int jvp(int i, const int* t) {
     const node y = at(i);
     bool active[4]{};
-    for (int j = 0; j < y.nin(); ++j) active[j] = t[j] >= 0;
+    for (int j = 0, nj = y.nin(); j < nj; ++j) active[j] = t[j] >= 0;
     switch (kind_of(y.o)) {
       case op_kind::unary: return scale(t[0], unary_factor(i));
       case op_kind::cast: return b.cast(t[0], y.dt);
@@ -601,7 +601,7 @@ struct differ {
       case op_kind::shape: {
         if (y.o == op::iota || y.o == op::numel) return -1;
         node n = y;  // the same view of the tangent
-        for (int j = 0; j < y.nin(); ++j) n.in[j] = active[j] ? t[j] : zeros(y.in[j]);
+        for (int j = 0, nj = y.nin(); j < nj; ++j) n.in[j] = active[j] ? t[j] : zeros(y.in[j]);
         return b.emit(n);
       }
       case op_kind::autodiff:  // custom: forward mode differentiates its value as written
@@ -620,7 +620,7 @@ struct differ {
     for (int k = marker + 1; k <= r; ++k) {
       node n = at(k);
       bool dep = false;
-      for (int j = 0; j < n.nin(); ++j)
+      for (int j = 0, nj = n.nin(); j < nj; ++j)
         if (n.in[j] >= marker && m[static_cast<std::size_t>(n.in[j] - marker)] >= 0) {
           n.in[j] = m[static_cast<std::size_t>(n.in[j] - marker)];
           dep = true;
@@ -646,7 +646,7 @@ struct differ {
         active[static_cast<std::size_t>(i)] = active[static_cast<std::size_t>(x.in[1])];
         continue;
       }
-      for (int j = 0; j < x.nin(); ++j)  // inputs that give only a shape carry no derivative
+      for (int j = 0, nj = x.nin(); j < nj; ++j)  // inputs that give only a shape carry no derivative
         if (reads_input_values(x.o, j)) active[static_cast<std::size_t>(i)] |= active[static_cast<std::size_t>(x.in[j])];
     }
     return active;
@@ -662,10 +662,10 @@ struct differ {
       const node x = at(i);
       if (g < 0 || x.nin() == 0) continue;
       bool in_active[4]{};
-      for (int j = 0; j < x.nin(); ++j) in_active[j] = active[static_cast<std::size_t>(x.in[j])] != 0;
+      for (int j = 0, nj = x.nin(); j < nj; ++j) in_active[j] = active[static_cast<std::size_t>(x.in[j])] != 0;
       int contrib[4];
       vjp(i, g, in_active, contrib);
-      for (int j = 0; j < x.nin(); ++j) {
+      for (int j = 0, nj = x.nin(); j < nj; ++j) {
         if (contrib[j] < 0 || !in_active[j]) continue;
         int& a = adj[static_cast<std::size_t>(x.in[j])];
         a = a < 0 ? contrib[j] : b.add(a, contrib[j]);
@@ -686,7 +686,7 @@ struct differ {
       if (!active[static_cast<std::size_t>(i)]) continue;
       const node n = at(i);
       int t[4]{-1, -1, -1, -1};
-      for (int j = 0; j < n.nin(); ++j) t[j] = tan[static_cast<std::size_t>(n.in[j])];
+      for (int j = 0, nj = n.nin(); j < nj; ++j) t[j] = tan[static_cast<std::size_t>(n.in[j])];
       tan[static_cast<std::size_t>(i)] = jvp(i, t);
     }
     const int r = tan[static_cast<std::size_t>(y)];
@@ -706,9 +706,9 @@ constexpr graph differentiate(const graph& g) {
   const std::size_t n = g.nodes.size();
   cvec<int> to(n, -1);
   for (std::size_t i = 0; i < n; ++i) {
-    node x = g.nodes[i];
     if (to[i] >= 0) continue;  // a grad node already expanded with its group
-    for (int j = 0; j < x.nin(); ++j) x.in[j] = to[static_cast<std::size_t>(x.in[j])];
+    node x = g.nodes[i];
+    for (int j = 0, nj = x.nin(); j < nj; ++j) x.in[j] = to[static_cast<std::size_t>(x.in[j])];
     const std::size_t first = b.g.nodes.size();
     switch (x.o) {
       case op::detach:
@@ -742,10 +742,17 @@ constexpr graph differentiate(const graph& g) {
   r.leaves = b.g.leaves;
   r.nodes.reserve(b.g.nodes.size());
   cvec<int> keep(b.g.nodes.size(), -1);
-  for (std::size_t i = 0; i < b.g.nodes.size(); ++i) {
-    node x = b.g.nodes[i];
-    for (int j = 0; j < x.nin(); ++j) x.in[j] = keep[static_cast<std::size_t>(x.in[j])];
-    keep[i] = x.o == op::detach || x.o == op::custom ? x.in[0] : r.add(x);
+  for (std::size_t i = 0, count = b.g.nodes.size(); i < count; ++i) {
+    const node& y = b.g.nodes.data()[i];
+    if (y.o == op::detach || y.o == op::custom) {
+      keep[i] = keep[static_cast<std::size_t>(y.in[0])];
+      continue;
+    }
+    // appended, then renumbered in place (a node copy allocates in constant evaluation)
+    keep[i] = static_cast<int>(r.nodes.size());
+    r.nodes.push_back(y);
+    node& x = r.nodes.back();
+    for (int j = 0, nj = x.nin(); j < nj; ++j) x.in[j] = keep[static_cast<std::size_t>(x.in[j])];
   }
   for (int o : b.g.outputs) r.outputs.push_back(keep[static_cast<std::size_t>(o)]);
   return r;

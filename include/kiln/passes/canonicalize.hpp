@@ -202,12 +202,12 @@ struct simplifier {
     }
     // an explicit broadcast into a pointwise op that broadcasts by itself
     if (is_pointwise(n.o) && n.o != op::cast) {
-      for (int j = 0; j < n.nin(); ++j) {
+      for (int j = 0, nj = n.nin(); j < nj; ++j) {
         if (at(in[j]).o != op::broadcast) continue;
         node m = n;
         m.in[j] = at(in[j]).in[0];
         dims s{};
-        for (int k = 0; k < m.nin(); ++k) {
+        for (int k = 0, nk = m.nin(); k < nk; ++k) {
           const broadcast_result r = broadcast(s, at(m.in[k]).shape);
           s = r.ok ? r.shape : dims::poison();
         }
@@ -243,7 +243,7 @@ struct simplifier {
       return c;
     }
     double v[3]{};
-    for (int j = 0; j < n.nin(); ++j) {
+    for (int j = 0, nj = n.nin(); j < nj; ++j) {
       if (at(n.in[j]).o != op::constant) return n;
       v[j] = at(n.in[j]).value;
     }
@@ -260,7 +260,7 @@ struct simplifier {
 constexpr int pointwise_of_reshape(const builder& b, const node& n) {
   if (!is_pointwise(n.o)) return -1;
   int j = -1;
-  for (int k = 0; k < n.nin(); ++k) {
+  for (int k = 0, nk = n.nin(); k < nk; ++k) {
     const node& a = b.at(n.in[k]);
     if (j < 0 && a.o == op::reshape && a.shape == n.shape && a.shape.rank > 0) j = k;
     else if (a.shape.rank != 0) return -1;
@@ -305,7 +305,7 @@ constexpr graph sweep(const graph& g) {
   int* to_p = to.data();
   // simplifies n (unless plain: no rule can match it), folds it, and returns the node that
   // computes it: an existing one (an identity, or an equal node: hash-consing) or n, appended
-  const auto put = [&](node n, bool plain) {
+  const auto put = [&](node& n, bool plain) {  // (n by reference: a copy allocates in constant evaluation)
     const std::uint8_t fl = sweep_table.f[static_cast<int>(n.o)];
     if (!plain) {
       n = s.fold_constants(s.rewrite(n));
@@ -382,24 +382,32 @@ constexpr graph sweep(const graph& g) {
 }  // namespace detail
 
 /// Removes nodes no output depends on. Leaves stay (their slots index the leaf table).
+/// (Raw pointers and one nin() a node: in constant evaluation each call and copy allocates.)
 constexpr graph remove_dead(const graph& g) {
   const std::size_t n = g.nodes.size();
+  const node* src = g.nodes.data();
   cvec<char> live(n, 0);
-  for (int o : g.outputs) live[static_cast<std::size_t>(o)] = 1;
+  char* lv = live.data();
+  for (int o : g.outputs) lv[o] = 1;
   for (std::size_t i = n; i-- > 0;) {
-    if (!live[i]) continue;
-    for (int j = 0; j < g.nodes[i].nin(); ++j) live[static_cast<std::size_t>(g.nodes[i].in[j])] = 1;
+    if (!lv[i]) continue;
+    const node& x = src[i];
+    for (int j = 0, k = x.nin(); j < k; ++j) lv[x.in[j]] = 1;
   }
   graph r;
   r.leaves = g.leaves;
+  r.nodes.reserve(n);
   cvec<int> to(n, -1);
+  int* tp = to.data();
   for (std::size_t i = 0; i < n; ++i) {
-    if (!live[i] && kind_of(g.nodes[i].o) != op_kind::leaf) continue;
-    node x = g.nodes[i];
-    for (int j = 0; j < x.nin(); ++j) x.in[j] = to[static_cast<std::size_t>(x.in[j])];
-    to[i] = r.add(x);
+    if (!lv[i] && kind_of(src[i].o) != op_kind::leaf) continue;
+    const int at = static_cast<int>(r.nodes.size());
+    r.nodes.push_back(src[i]);
+    node& x = r.nodes.data()[at];
+    for (int j = 0, k = x.nin(); j < k; ++j) x.in[j] = tp[x.in[j]];
+    tp[i] = at;
   }
-  for (int o : g.outputs) r.outputs.push_back(to[static_cast<std::size_t>(o)]);
+  for (int o : g.outputs) r.outputs.push_back(tp[o]);
   return r;
 }
 

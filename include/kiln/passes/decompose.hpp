@@ -365,7 +365,7 @@ constexpr graph decompose(const graph& g) {
     if (n.o == op::softmax) {
       uses.assign(g.nodes.size(), 0);
       for (const node& x : g.nodes)
-        for (int j = 0; j < x.nin(); ++j) ++uses[static_cast<std::size_t>(x.in[j])];
+        for (int j = 0, nj = x.nin(); j < nj; ++j) ++uses[static_cast<std::size_t>(x.in[j])];
       for (int o : g.outputs) ++uses[static_cast<std::size_t>(o)];
       break;
     }
@@ -381,7 +381,7 @@ constexpr graph decompose(const graph& g) {
         continue;
       }
     }
-    for (int j = 0; j < n.nin(); ++j) n.in[j] = to[static_cast<std::size_t>(n.in[j])];
+    for (int j = 0, nj = n.nin(); j < nj; ++j) n.in[j] = to[static_cast<std::size_t>(n.in[j])];
     int out = d.run(n);
     // a rule may know an extent that capture left dyn (a static mask fixes the scores' length):
     // relabelled as captured, so that the readers' shapes still follow from it

@@ -38,7 +38,7 @@ struct partitioner {
     if (!recomputable(n) || kept[static_cast<std::size_t>(i)] || depth > 8) return to[static_cast<std::size_t>(i)];
     if (clone_of[static_cast<std::size_t>(i)] >= 0) return clone_of[static_cast<std::size_t>(i)];
     node c = n;
-    for (int j = 0; j < n.nin(); ++j) c.in[j] = backward_operand(n.in[j], depth + 1);
+    for (int j = 0, nj = n.nin(); j < nj; ++j) c.in[j] = backward_operand(n.in[j], depth + 1);
     c.phase = 2;
     ++recomputed;
     return clone_of[static_cast<std::size_t>(i)] = out.add(c);
@@ -57,9 +57,10 @@ struct partitioner {
         if (reads_input_values(x.o, j)) kept[static_cast<std::size_t>(x.in[j])] = 1;
     }
     out.leaves = g.leaves;
+    out.nodes.reserve(n + n / 4);
     for (std::size_t i = 0; i < n; ++i) {
       node x = g.nodes[i];
-      for (int j = 0; j < x.nin(); ++j)
+      for (int j = 0, nj = x.nin(); j < nj; ++j)
         x.in[j] = x.phase != 0 ? backward_operand(x.in[j], 0) : to[static_cast<std::size_t>(x.in[j])];
       to[i] = out.add(x);
     }
@@ -110,7 +111,7 @@ constexpr saved_report saved_for_backward(const S& s) {
     const node& x = s.g.nodes[u];
     const int ku = s.kernel_of[u];
     if (ku == no_kernel || forward[static_cast<std::size_t>(ku)]) continue;
-    for (int j = 0; j < x.nin(); ++j) {
+    for (int j = 0, nj = x.nin(); j < nj; ++j) {
       const auto si = static_cast<std::size_t>(through_views(s.g, x.in[j]));
       const int ks = s.kernel_of[si];
       if (counted[si] || ks == no_kernel || ks == ku || !forward[static_cast<std::size_t>(ks)]) continue;
@@ -131,7 +132,7 @@ constexpr bytes_t tape_bytes(const G& g) {
   cvec<char> counted(n, 0);
   for (const node& x : g.nodes) {
     if (x.phase == 0) continue;
-    for (int j = 0; j < x.nin(); ++j) {
+    for (int j = 0, nj = x.nin(); j < nj; ++j) {
       const auto si = static_cast<std::size_t>(through_views(g, x.in[j]));
       const node& f = g.nodes[si];
       if (f.phase != 0 || counted[si] || kind_of(f.o) == op_kind::leaf || kind_of(f.o) == op_kind::constant ||
