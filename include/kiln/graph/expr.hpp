@@ -49,6 +49,17 @@ constexpr dims all_dyn(int rank) {
   return d;
 }
 constexpr dims ok_or_poison(const shape_result& r) { return r.ok ? r.shape : dims::poison(); }
+/// The broadcast of two or three shapes, or poison. (A function, not a lambda in each node
+/// type's initializer: a closure type per instantiation costs the compiler memory.)
+constexpr dims broadcast_or_poison(const dims& a, const dims& b) {
+  const broadcast_result r = kiln::broadcast(a, b);
+  return r.ok ? r.shape : dims::poison();
+}
+constexpr dims broadcast_or_poison(const dims& a, const dims& b, const dims& c) {
+  const broadcast_result r1 = kiln::broadcast(a, b);
+  const broadcast_result r2 = kiln::broadcast(r1.shape, c);
+  return r1.ok && r2.ok ? r2.shape : dims::poison();
+}
 
 constexpr node make_node(op o, dtype dt, const dims& shape) {
   node n;
@@ -170,21 +181,14 @@ struct unary : node_base<A> {
 template <op O, class A, class B>
 struct binary : node_base<A, B> {
   static constexpr dtype dt = is_comparison(O) ? dtype::boolean : A::dt;
-  static constexpr dims shape = [] {
-    const broadcast_result r = kiln::broadcast(A::shape, B::shape);
-    return r.ok ? r.shape : dims::poison();
-  }();
+  static constexpr dims shape = detail::broadcast_or_poison(A::shape, B::shape);
   static constexpr node make() { return detail::make_node(O, dt, shape); }
 };
 
 template <class C, class A, class B>
 struct select : node_base<C, A, B> {
   static constexpr dtype dt = A::dt;
-  static constexpr dims shape = [] {
-    const broadcast_result r1 = kiln::broadcast(C::shape, A::shape);
-    const broadcast_result r2 = kiln::broadcast(r1.shape, B::shape);
-    return r1.ok && r2.ok ? r2.shape : dims::poison();
-  }();
+  static constexpr dims shape = detail::broadcast_or_poison(C::shape, A::shape, B::shape);
   static constexpr node make() { return detail::make_node(op::where, dt, shape); }
 };
 
