@@ -142,9 +142,8 @@ def train_rows(args, torch):
                 "amount": float(b), "rate_scale": 1.0, "threads": float(args.threads), "tolerance": w["tolerance"],
                 "rel_error": rel_error, "rel_error_loss": err_loss, "rel_error_params": err_params,
                 "loss_first_step": first, "first_call_seconds": first_s, "label": "samples/s"})
-    notes.append(f"torch, torch-compile: PyTorch {torch.__version__} from PyPI (bench/torch_rows.py, a separate "
-                 f"Python process right after bench_train, {args.threads} threads), eager and with the model and "
-                 "the optimizer step under torch.compile; rel_error against kiln's first step")
+    notes.append(pypi_source(torch, args, "train") + ", eager and with the model and the optimizer step under "
+                 "torch.compile; rel_error against kiln's first step")
     return rows, notes
 
 
@@ -244,11 +243,16 @@ def attention_rows(args, torch):
                     for o, e in zip(("y", "dq", "dk", "dv"), errs):
                         counters[f"rel_error_{o}"] = e
                     rows += timed_reps(args, run, name, impl, counters)
-    note = (f"torch, torch-compile: PyTorch {torch.__version__} from PyPI (bench/torch_rows.py, a separate Python "
-            f"process right after bench_attention, {args.threads} threads, its own inputs drawn alike): "
+    note = (pypi_source(torch, args, "attention", ", its own inputs drawn alike") + ": "
             "F.scaled_dot_product_attention, and the matmul-softmax-matmul spelling under torch.compile; "
             "rel_error against its own double reference")
     return rows, [note]
+
+
+def pypi_source(torch, args, suite, detail=""):
+    """The start of each suite's note: which PyTorch ran its rows, and how."""
+    return (f"torch, torch-compile: PyTorch {torch.__version__} from PyPI (bench/torch_rows.py, a separate Python "
+            f"process right after bench_{suite}, {args.threads} threads{detail})")
 
 
 def rel_max(ys, refs):
@@ -375,9 +379,8 @@ def cpu_rows(args, torch, avx2=False):
             rows += measured(args, name, lambda impl, fn=fn, inputs=inputs: (
                 lambda f=compiled(torch, impl, fn): f(*inputs)), refs, counters)
     isa = torch.backends.cpu.get_cpu_capability() + (" (ATEN_CPU_CAPABILITY=avx2, inductor simdlen 8)" if avx2 else "")
-    note = (f"torch, torch-compile: PyTorch {torch.__version__} from PyPI (bench/torch_rows.py, a separate Python "
-            f"process right after bench_{'avx2' if avx2 else 'cpu'}, {args.threads} threads, kernels: {isa}, its own "
-            "inputs drawn alike): eager, and the same function under torch.compile; rel_error against the same in "
+    note = (pypi_source(torch, args, "avx2" if avx2 else "cpu", f", kernels: {isa}, its own inputs drawn alike") +
+            ": eager, and the same function under torch.compile; rel_error against the same in "
             "double; vs is the ratio of medians (not paired by round), of limit n/a (no stream measured alongside)")
     return rows, [note]
 
@@ -410,8 +413,7 @@ def mlp_step_rows(args, torch):
         refs = step_of(forward)(x.double(), *[p.double() for p in params])
         rows += measured(args, f"mlp_step_b{b}", lambda impl, x=x, params=params, forward=forward, step_of=step_of: (
             lambda step=step_of(compiled(torch, impl, forward)): step(x, *params)), refs, counters)
-    note = (f"torch, torch-compile: PyTorch {torch.__version__} from PyPI (bench/torch_rows.py, a separate Python "
-            f"process right after bench_autodiff, {args.threads} threads, its own inputs drawn alike): the step with "
+    note = (pypi_source(torch, args, "autodiff", ", its own inputs drawn alike") + ": the step with "
             "torch.autograd.grad, eager and with the forward under torch.compile (AOTAutograd compiles its backward); "
             "rel_error against the same step in double")
     return rows, [note]
@@ -443,8 +445,7 @@ def export_rows(args, torch):
         counters = {"amount": float(b), "rate_scale": 1.0, "label": "samples/s", "tolerance": 1e-4}
         with torch.inference_mode():
             rows += measured(args, f"mlp_forward_b{b}", lambda impl, r=requests: cycling(impl, r), refs, counters)
-    note = (f"torch, torch-compile: PyTorch {torch.__version__} from PyPI (bench/torch_rows.py, a separate Python "
-            f"process right after bench_export, {args.threads} threads, its own weights and requests drawn alike): "
+    note = (pypi_source(torch, args, "export", ", its own weights and requests drawn alike") + ": "
             "nn.Linear's addmm and relu under torch.inference_mode, eager and under torch.compile; rel_error "
             "against the same in double")
     return rows, [note]

@@ -254,36 +254,35 @@ constexpr auto tan(const X& x) {
 /// gradient of h * (h / 2) forms e^|x| (twice the result) on its way through e^(|x|/2), which
 /// overflows float for |x| in (88.7, 89.4] where the gradient itself does not: f32 and bf16
 /// compute in f64 (which then also rounds the result once).
+namespace detail {
+/// sinh (Odd) or cosh of x, as described above.
+template <bool Odd, tensor_operand X>
+constexpr auto hyperbolic(const X& x) {
+  constexpr dtype d = float_of<X>;
+  if constexpr (d != dtype::f64) {
+    return cast<d>(hyperbolic<Odd>(cast<dtype::f64>(x)));
+  } else {
+    const auto half = k<d, 1, 2>;
+    const auto f = as_float(x);
+    const auto small = le(abs(f), k<d, 20>);
+    const auto xs = where(small, f, k<d, 0>);
+    const auto h = exp(abs(f) * half);
+    // sinh's sign as a factor: a `where` between -big and big would send the branch not taken
+    // a zero cotangent against big's infinite derivative (0 * inf) once big overflows
+    if constexpr (Odd)
+      return where(small, (expm1(xs) - expm1(-xs)) * half, h * (h * half) * where(lt(f, k<d, 0>), k<d, -1>, k<d, 1>));
+    else
+      return where(small, (exp(xs) + exp(-xs)) * half, h * (h * half));
+  }
+}
+}  // namespace detail
 template <tensor_operand X>
 constexpr auto sinh(const X& x) {
-  constexpr dtype d = detail::float_of<X>;
-  if constexpr (d != dtype::f64) {
-    return cast<d>(sinh(cast<dtype::f64>(x)));
-  } else {
-    const auto half = detail::k<d, 1, 2>;
-    const auto f = detail::as_float(x);
-    const auto small = le(abs(f), detail::k<d, 20>);
-    const auto xs = where(small, f, detail::k<d, 0>);
-    const auto h = exp(abs(f) * half);
-    // the sign as a factor: a `where` between -big and big would send the branch not taken a
-    // zero cotangent against big's infinite derivative (0 * inf) once big overflows
-    return where(small, (expm1(xs) - expm1(-xs)) * half,
-                 h * (h * half) * where(lt(f, detail::k<d, 0>), detail::k<d, -1>, detail::k<d, 1>));
-  }
+  return detail::hyperbolic<true>(x);
 }
 template <tensor_operand X>
 constexpr auto cosh(const X& x) {
-  constexpr dtype d = detail::float_of<X>;
-  if constexpr (d != dtype::f64) {
-    return cast<d>(cosh(cast<dtype::f64>(x)));
-  } else {
-    const auto half = detail::k<d, 1, 2>;
-    const auto f = detail::as_float(x);
-    const auto small = le(abs(f), detail::k<d, 20>);
-    const auto xs = where(small, f, detail::k<d, 0>);
-    const auto h = exp(abs(f) * half);
-    return where(small, (exp(xs) + exp(-xs)) * half, h * (h * half));
-  }
+  return detail::hyperbolic<false>(x);
 }
 /// x^2 (torch.square).
 template <tensor_operand X>

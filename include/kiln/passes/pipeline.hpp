@@ -139,16 +139,14 @@ constexpr const auto& stage_graph() {
   else return stage_result<E, I>::graph;
 }
 
-/// Room for the nodes of stage I's result: canonicalize and partition mostly shrink a graph,
-/// decompose and differentiate grow it (a backward pass about doubles it).
+/// Room for the nodes a pass leaves from n: canonicalize, partition and fusion add few (and
+/// mostly remove), decompose and differentiate grow a graph (a backward pass about doubles it).
+constexpr std::size_t room_for(std::size_t n, bool grows = false) { return grows ? 3 * n + 64 : n + n / 4 + 16; }
+
 template <class E, int I>
 constexpr std::size_t stage_capacity() {
-  const std::size_t n = stage_graph<E, I - 1>().nodes.size();
-  switch (passes::pipeline[I].p) {
-    case passes::pass::decompose:
-    case passes::pass::differentiate: return 3 * n + 64;
-    default: return n + n / 4 + 16;
-  }
+  const passes::pass p = passes::pipeline[I].p;
+  return room_for(stage_graph<E, I - 1>().nodes.size(), p == passes::pass::decompose || p == passes::pass::differentiate);
 }
 
 /// Each stage of E's pipeline is frozen into its own constant, so each runs in its own constant
@@ -166,7 +164,7 @@ template <class E, int I>
 struct stage_result<E, I> {
   static constexpr std::size_t in_nodes = stage_graph<E, I - 1>().nodes.size(),
                                in_outputs = stage_graph<E, I - 1>().outputs.size();
-  static constexpr auto swept = freeze_within<in_nodes + in_nodes / 4 + 16, in_outputs>(
+  static constexpr auto swept = freeze_within<room_for(in_nodes), in_outputs>(
       [] { return passes::detail::sweep(stage_graph<E, I - 1>().thaw()); });
   static constexpr auto pruned =
       freeze_within<swept.nodes.size(), in_outputs>([] { return passes::remove_dead(swept.thaw()); });
@@ -202,8 +200,7 @@ struct fused {
   static constexpr std::size_t in_nodes = partitioned_graph<E>().nodes.size(),
                                in_outputs = partitioned_graph<E>().outputs.size();
   // grouping adds few nodes; kernels are fewer than nodes
-  static constexpr auto value = passes::freeze_fused_within<in_nodes + in_nodes / 4 + 16, in_outputs + 8,
-                                                            in_nodes + in_nodes / 4 + 16>([] {
+  static constexpr auto value = passes::freeze_fused_within<room_for(in_nodes), in_outputs + 8, room_for(in_nodes)>([] {
     passes::fused_graph f = passes::group(partitioned_graph<E>().thaw());
 #ifdef KILN_CHECK_PASSES
     (void)passes::checked_stage<passes::fuse_stage>(f.g);
