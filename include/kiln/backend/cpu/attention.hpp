@@ -191,6 +191,15 @@ template <class T, class Arch>
 [[gnu::always_inline]] inline xsimd::batch<T, Arch> exp_or_zero(const xsimd::batch<T, Arch>& x) {
   using V = xsimd::batch<T, Arch>;
   const V lo(std::is_same_v<T, float> ? T(-87.33) : T(-708.39));
+#if defined(__AVX512F__)
+  // x <= 0 here (a score less its row's max), so no clamp: the scaling's zero mask drops the
+  // lanes below lo (NaN kept: the comparison is unordered-true), 3 instructions fewer a vector
+  if constexpr (std::is_same_v<T, float> && std::is_base_of_v<xsimd::avx512f, Arch>) {
+    V n;
+    const V y = simd::fn::exp_f32_reduced(x, n);
+    return V(_mm512_maskz_scalef_ps(_mm512_cmp_ps_mask(x, lo, _CMP_NLT_UQ), y, n));
+  }
+#endif
   const auto tiny = x < lo;  // false for NaN, which stays NaN
   return xsimd::select(tiny, V(T(0)), simd::fn::exp(xsimd::select(tiny, lo, x)));
 }
@@ -259,29 +268,51 @@ inline index_t tile_keys(index_t i0, index_t rows, index_t j0, index_t tk, bool 
   return std::min(bk, round_up(end - j0, width));
 }
 
-/// K^T [d x tkp] and V [tkp x dvp] (or V^T [dv x tkp]) of k/v head (b, kh), zero beyond tk and
-/// dv, and K by rows [tkp x dp] when `k_rows` (the backward's dQ += dS K), in memory the caller
-/// gives (`floats` elements: pooled blocks, so that a call's buffers are not faulted in anew).
+/// K^T and V [tkp x dvp] (or V^T) of k/v head (b, kh), zero beyond tk and dv, and K by rows
+/// [tkp x dp] when `k_rows` (the backward's dQ += dS K), in memory the caller gives (`floats`
+/// elements: pooled blocks, so that a call's buffers are not faulted in anew). K^T and V^T are
+/// stored a key tile at a time, [d x bk] each (kt_tile, vt_tile): rows of the whole length
+/// lie tkp floats apart, 4 KiB at T = 1024, and a tile's rows then all fall in the same few L1
+/// sets, which sent the products' B operand to L2.
 template <class T>
 struct packed_kv {
-  index_t d = 0, tkp = 0, dp = 0, dvp = 0;
+  index_t d = 0, dv = 0, tkp = 0, dp = 0, dvp = 0, width = 1;
   T *kt = nullptr, *v = nullptr, *k = nullptr;
-  packed_kv(const attention_geometry& g, index_t width)
-      : d(g.d), tkp(round_up(g.tk, bk)), dp(round_up(g.d, width)), dvp(round_up(g.dv, width)) {}
-  /// The elements it takes (V^T [dv x tkp] fits in V's [tkp x dvp]).
+  const T* vrows = nullptr;  // V by rows [.. x dvp], row stride vld: v, or v's own rows
+  index_t vld = 0;
+  packed_kv(const attention_geometry& g, index_t w)
+      : d(g.d), dv(g.dv), tkp(round_up(g.tk, bk)), dp(round_up(g.d, w)), dvp(round_up(g.dv, w)), width(w) {}
+  /// The elements it takes (V^T fits in V's [tkp x dvp]).
   index_t floats(bool k_rows) const { return d * tkp + tkp * dvp + (k_rows ? tkp * dp : 0); }
+  /// K^T [d x bk] (row stride bk) of the key tile from j0 (a multiple of bk).
+  const T* kt_tile(index_t j0) const { return kt + j0 * d; }
+  /// V^T [dv x bk] (row stride bk) of the key tile from j0, when packed transposed.
+  const T* vt_tile(index_t j0) const { return v + j0 * dv; }
   void pack(T* mem, const operand& ko, const operand& vo, index_t b, index_t kh, const attention_geometry& g,
             bool k_rows, bool v_transposed) {
     kt = mem;
     v = kt + g.d * tkp;
     k = k_rows ? v + tkp * dvp : nullptr;
-    std::fill(mem, mem + floats(k_rows), T(0));
+    // V's own rows serve the product P V where they hold whole vectors and the product's keys,
+    // rounded up to whole vectors, stay within tk
+    const bool v_in_place = !v_transposed && vo.sc == 1 && g.dv == dvp && g.tk % width == 0;
+    // only padding needs zeros: keys past tk, V's columns past dv, K's past d
+    if (g.tk != tkp || (g.dv != dvp && !v_in_place) || (k_rows && g.d != dp)) std::fill(mem, mem + floats(k_rows), T(0));
     const index_t kb = ko.base(b, kh), vb = vo.base(b, kh);
-    for (index_t j = 0; j < g.tk; ++j)
-      for (index_t c = 0; c < g.d; ++c) kt[c * tkp + j] = ko.at<T>(kb + j * ko.st + c * ko.sc);
-    if (v_transposed) {  // V^T [dv x tkp]: the backward's dP = dO V^T
-      for (index_t j = 0; j < g.tk; ++j)
-        for (index_t c = 0; c < g.dv; ++c) v[c * tkp + j] = vo.at<T>(vb + j * vo.st + c * vo.sc);
+    const auto transposed = [&](T* dst, const operand& src, index_t base, index_t cols) {
+      for (index_t j = 0; j < g.tk; ++j) {
+        T* col = dst + j / bk * bk * cols + j % bk;
+        for (index_t c = 0; c < cols; ++c) col[c * bk] = src.at<T>(base + j * src.st + c * src.sc);
+      }
+    };
+    transposed(kt, ko, kb, g.d);
+    vrows = v;
+    vld = dvp;
+    if (v_transposed) {
+      transposed(v, vo, vb, g.dv);  // the backward's dP = dO V^T
+    } else if (v_in_place) {
+      vrows = reinterpret_cast<const T*>(vo.p) + vb;
+      vld = vo.st;
     } else {
       for (index_t j = 0; j < g.tk; ++j) vo.row(vb + j * vo.st, g.dv, v + j * dvp);
     }
@@ -318,14 +349,21 @@ void forward(const view& qv, const view& kv, const view& vv, const view& maskv, 
       const index_t rows = std::min(bq, g.tq - i0);
       const packed_kv<T>& pk = kvs[static_cast<std::size_t>(b * g.hk + h / group)];
       const index_t qbase = q.base(b, h) + i0 * q.st, mbase = mk.none ? 0 : mk.m.base(b, h);
-      for (index_t rr = 0; rr < rows; ++rr) q.row(qbase + rr * q.st, g.d, qb.data() + rr * dp);
+      // the products read A's rows up to d only: q's own rows serve where they are contiguous
+      const T* qrows = reinterpret_cast<const T*>(q.p) + qbase;
+      index_t qld = q.st;
+      if (q.sc != 1) {
+        for (index_t rr = 0; rr < rows; ++rr) q.row(qbase + rr * q.st, g.d, qb.data() + rr * dp);
+        qrows = qb.data();
+        qld = dp;
+      }
       std::fill(m.begin(), m.end(), -std::numeric_limits<T>::infinity());
       std::fill(l.begin(), l.end(), T(0));
       std::fill(acc.begin(), acc.end(), T(0));
       const index_t kend = causal ? std::min(g.tk, i0 + rows) : g.tk;
       for (index_t j0 = 0; j0 < kend; j0 += bk) {
         const index_t n = tile_keys(i0, rows, j0, g.tk, causal, width);
-        tile_product<T, Arch, true>(rows, n, g.d, qb.data(), dp, pk.kt + j0, pk.tkp, s.data(), bk, true);
+        tile_product<T, Arch, true>(rows, n, g.d, qrows, qld, pk.kt_tile(j0), bk, s.data(), bk, true);
         for (index_t rr = 0; rr < rows; ++rr) {
           T* sr = s.data() + rr * bk;
           mask_row(sr, mk, mbase, i0 + rr, j0, n, g.tk, causal);
@@ -334,13 +372,14 @@ void forward(const view& qv, const view& kv, const view& vv, const view& maskv, 
             std::fill(sr, sr + n, T(0));
             continue;
           }
-          const T alpha = std::exp(m[static_cast<std::size_t>(rr)] - mnew);
+          const T mold = m[static_cast<std::size_t>(rr)];
+          const T alpha = mnew == mold ? T(1) : std::exp(mold - mnew);  // the max settles early
           const T sum = exp_row<T, Arch>(sr, mnew, n);
           l[static_cast<std::size_t>(rr)] = l[static_cast<std::size_t>(rr)] * alpha + sum;
           m[static_cast<std::size_t>(rr)] = mnew;
           if (alpha != T(1)) scale_row<T, Arch>(acc.data() + rr * dvp, alpha, dvp);
         }
-        tile_product<T, Arch, true>(rows, dvp, n, s.data(), bk, pk.v + j0 * dvp, dvp, acc.data(), dvp, false);
+        tile_product<T, Arch, true>(rows, dvp, n, s.data(), bk, pk.vrows + j0 * pk.vld, pk.vld, acc.data(), dvp, false);
       }
       const index_t obase = o.base(b, h) + i0 * o.st;
       auto* op = reinterpret_cast<T*>(const_cast<std::byte*>(o.p));
@@ -429,8 +468,8 @@ void backward(const view& qv, const view& kvv, const view& maskv, const view& og
             const T* qrows = qp.data() + row0 * dp;
             const T* dorows = dop.data() + row0 * dvp;
             const index_t n = tile_keys(i0, rows, j0, g.tk, causal, width);
-            tile_product<T, Arch, true>(rows, n, g.d, qrows, dp, pk.kt + j0, pk.tkp, s.data(), bk, true);
-            tile_product<T, Arch, true>(rows, n, g.dv, dorows, dvp, pk.v + j0, pk.tkp, dpt.data(), bk, true);
+            tile_product<T, Arch, true>(rows, n, g.d, qrows, dp, pk.kt_tile(j0), bk, s.data(), bk, true);
+            tile_product<T, Arch, true>(rows, n, g.dv, dorows, dvp, pk.vt_tile(j0), bk, dpt.data(), bk, true);
             for (index_t rr = 0; rr < rows; ++rr) {
               T* sr = s.data() + rr * bk;
               mask_row(sr, mk, mbase, i0 + rr, j0, n, g.tk, causal);
