@@ -197,7 +197,14 @@ def attention_rows(args, torch):
         e = ((a.double() - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item()
         return e if e == e and e != float("inf") else 1e30
 
-    rows = []
+    def available_bytes():
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+        return float("inf")
+
+    rows, skipped = [], []
     for t in lengths:
         for causal in (False, True):
             shape = (batch, heads, t, dim)
@@ -214,6 +221,15 @@ def attention_rows(args, torch):
                     if impl == "torch":
                         fn = lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=causal)  # noqa: E731
                     elif impl == "torch-compile":  # compiled afresh for each workload's shapes
+                        # the naive spelling holds [B, H, T, T] scores: by estimate 3 such
+                        # tensors forward, 8 with the backward's (a T = 4096 step ran a 24 GB
+                        # machine out of memory); skipped, and said so, where they would not fit
+                        need = (8 if backward else 3) * batch * heads * t * t * 4
+                        if need > 0.8 * available_bytes():
+                            skipped.append(f"{name}/torch-compile (needs about {need / 2**30:.0f} GiB, "
+                                           f"{available_bytes() / 2**30:.0f} GiB available)")
+                            print(f"torch_rows.py: skipped {skipped[-1]}", file=sys.stderr)
+                            continue
                         compiled = torch.compile(naive, dynamic=False)
                         fn = lambda a, b, c: compiled(a, b, c, causal)  # noqa: E731
                     else:
@@ -246,6 +262,8 @@ def attention_rows(args, torch):
     note = (pypi_source(torch, args, "attention", ", its own inputs drawn alike") + ": "
             "F.scaled_dot_product_attention, and the matmul-softmax-matmul spelling under torch.compile; "
             "rel_error against its own double reference")
+    if skipped:
+        note += "; not run, for want of memory: " + ", ".join(skipped)
     return rows, [note]
 
 
