@@ -16,6 +16,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "cpu_common.hpp"
 
@@ -54,6 +55,19 @@ inline double rel_error(const float* y, const float* ref, i64 n) {
     scale = std::max(scale, std::fabs(static_cast<double>(ref[i])));
   }
   const double e = diff / std::max(scale, 1e-30);
+  return std::isfinite(e) ? e : 1e30;
+}
+
+/// ||a - b|| / ||b|| (L2), for whole parameter tensors; a size mismatch or not finite: 1e30.
+inline double l2_error(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return 1e30;
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    const double d = static_cast<double>(a[i]) - static_cast<double>(b[i]);
+    diff += d * d;
+    norm += static_cast<double>(b[i]) * static_cast<double>(b[i]);
+  }
+  const double e = std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
   return std::isfinite(e) ? e : 1e30;
 }
 

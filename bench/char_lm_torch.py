@@ -4,6 +4,9 @@
   .venv-torch/bin/python bench/char_lm_torch.py [--epochs 7] [--steps 200] [--batch 32]
       [--lr 2e-3] [--seed 1] [--threads 2] [--seconds S] [--data DIR]
 
+with the current PyTorch from PyPI (scripts/setup-bench.sh's .venv-torch), or with Debian's
+python3-torch 1.13 (/usr/bin/python3; the libtorch of the suites' "libtorch" rows).
+
 The same GPT (token and learned positional embeddings, four pre-norm causal encoder layers of
 width 128, 4 heads, a GELU feed-forward of 512, a final LayerNorm, a linear head), PyTorch's
 initial values where the example takes them (GPT-2's normal(0, 0.02) for the embeddings), AdamW
@@ -14,6 +17,7 @@ time (counted from the start, as `time` counts the example) and validates once m
 line per epoch and `val_bpc=<value>` last, as the example does.
 """
 import argparse
+import inspect
 import math
 import os
 import time
@@ -50,10 +54,12 @@ class GPT(nn.Module):
         self.ln_f = nn.LayerNorm(WIDTH)
         self.head = nn.Linear(WIDTH, VOCAB)
         self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(CONTEXT))
+        # PyTorch 2's hint that the mask is causal; Debian's 1.13 (libtorch eager) has no such argument
+        self.causal = {"is_causal": True} if "is_causal" in inspect.signature(self.h.forward).parameters else {}
 
     def forward(self, x):
         h = self.wte(x) + self.wpe[: x.shape[1]]
-        h = self.h(h, mask=self.mask, is_causal=True)
+        h = self.h(h, mask=self.mask, **self.causal)
         return self.head(self.ln_f(h))
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs kiln's benchmark suites, and writes their results.
 #
-#   bench/run.sh                 every suite (today: cpu, avx2, autodiff, train, attention, export)
+#   bench/run.sh                 every suite (today: cpu, avx2, autodiff, train, attention, transformer, export)
 #   bench/run.sh cpu             one suite
 #   bench/run.sh --quick [...]   small sizes, few repetitions: checks the plumbing in a minute;
 #                                results go to the build directory, not bench/results
@@ -25,9 +25,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-all_suites=(cpu avx2 autodiff train attention export)
+all_suites=(cpu avx2 autodiff train attention transformer export)
 # avx2: the cpu suite's gelu chains built with AVX-512 disabled, for x86 machines only
-[ "$(uname -m)" = x86_64 ] || all_suites=(cpu autodiff train attention export)
+[ "$(uname -m)" = x86_64 ] || all_suites=(cpu autodiff train attention transformer export)
 
 quick=0
 suites=()
