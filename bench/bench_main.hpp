@@ -15,6 +15,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,14 @@ inline double l2_error(const std::vector<float>& a, const std::vector<float>& b)
   }
   const double e = std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
   return std::isfinite(e) ? e : 1e30;
+}
+
+/// Writes bytes to path (the hand-offs to bench/torch_rows.py); throws if it cannot.
+inline void write_raw(const std::string& path, const void* p, std::size_t bytes) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  bool ok = f && std::fwrite(p, 1, bytes, f) == bytes;
+  if (f && std::fclose(f) != 0) ok = false;
+  if (!ok) throw std::runtime_error("cannot write " + path);
 }
 
 inline double seconds_since(std::chrono::steady_clock::time_point t0) {

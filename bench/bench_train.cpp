@@ -161,12 +161,6 @@ void use_workload(int s) {
 // little-endian files: <workload>.x (f32 [batches batch, 784]), .y (i64), .init.<q> and
 // .kiln.<q> (f32: parameter q before and after kiln's first step).
 
-void write_raw(const std::string& path, const void* p, std::size_t bytes) {
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f || std::fwrite(p, 1, bytes, f) != bytes || std::fclose(f) != 0)
-    throw std::runtime_error("bench_train: cannot write " + path);
-}
-
 void write_handoff(const std::string& dir) {
   const train_data& d = cur.d;
   const std::string base = dir + "/" + d.name;

@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <string>
@@ -123,6 +124,34 @@ void use_workload(int s) {
                  d.name.c_str(), cur.errs[0].params, cur.errs[0].worst.c_str(), cur.errs[0].params_worst);
 }
 
+// ---- the hand-off to bench/torch_rows.py (the current PyTorch from PyPI, eager and compiled) ----
+// $KILN_BENCH_HANDOFF names a directory: for each workload the binary writes there what the
+// Python rows need to train the same layer on the same batches from the same weights and to
+// compare their first step with kiln's: <workload>.json (sizes, parameter names, kiln's first
+// loss) and raw little-endian f32 files: <workload>.x, .t ([batches, batch, context, width]),
+// .init.<q> and .kiln.<q> (parameter q before and after kiln's first step).
+void write_handoff(const std::string& dir) {
+  const layer_data& d = cur.d;
+  const std::string base = dir + "/" + d.name;
+  write_raw(base + ".x", d.x.data(), d.x.size() * sizeof(float));
+  write_raw(base + ".t", d.t.data(), d.t.size() * sizeof(float));
+  char loss[64];
+  std::snprintf(loss, sizeof loss, "%.17g", cur.checks[0].loss);
+  std::string json = "{\"workload\": \"" + d.name + "\", \"batch\": " + std::to_string(d.batch) +
+                     ", \"batches\": " + std::to_string(d.batches) + ", \"context\": " + std::to_string(layer_context) +
+                     ", \"width\": " + std::to_string(layer_width) + ", \"heads\": " + std::to_string(layer_heads) +
+                     ", \"ff\": " + std::to_string(layer_ff) + ", \"tolerance\": 1e-4, \"kiln_loss\": " + loss +
+                     ", \"params\": [";
+  for (std::size_t q = 0; q < d.init.size(); ++q) {
+    const std::vector<float>& kiln = cur.checks[0].params[q].second;
+    write_raw(base + ".init." + std::to_string(q), d.init[q].second.data(), d.init[q].second.size() * sizeof(float));
+    write_raw(base + ".kiln." + std::to_string(q), kiln.data(), kiln.size() * sizeof(float));
+    json += std::string(q ? ", " : "") + "\"" + d.init[q].first + "\"";
+  }
+  json += "]}\n";
+  write_raw(base + ".json", json.data(), json.size());
+}
+
 void bench_impl(benchmark::State& st, int s, int i) {
   try {
     use_workload(s);
@@ -172,6 +201,19 @@ int main(int argc, char** argv) {
   impls.push_back(&layer_libtorch_impl);
 #endif
   batch_sizes = opt.quick ? std::vector<std::int64_t>{3, 5} : std::vector<std::int64_t>{16, 64};
+
+  if (const char* handoff = std::getenv("KILN_BENCH_HANDOFF"); handoff && *handoff) {
+    try {
+      for (int s = 0; s < static_cast<int>(batch_sizes.size()); ++s) {
+        use_workload(s);
+        write_handoff(handoff);
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "bench_transformer: error: %s\n", e.what());
+      return 1;
+    }
+    cur = current{};
+  }
 
   for (int s = 0; s < static_cast<int>(batch_sizes.size()); ++s)
     for (int i = 0; i < static_cast<int>(impls.size()); ++i) {

@@ -74,10 +74,11 @@ unset KILN_BENCH_RESTARTED
 echo "run.sh: threads=$threads load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # the suites with rows of the current PyTorch from PyPI (scripts/setup-bench.sh's virtual env)
-torch_suites=(train attention cpu avx2 autodiff export)
+torch_suites=(train attention transformer cpu avx2 autodiff export)
 # the unit holding kiln's rows of such a suite, whose compile time is their one-time cost (and
 # the target it is compiled for, where two targets compile it)
 declare -A kiln_unit=([train]=bench/train_kiln.cpp [attention]=bench/attention_kiln.cpp [cpu]=bench/kiln_rows.cpp
+                      [transformer]=bench/transformer_kiln.cpp
                       [avx2]=bench/kiln_rows.cpp [autodiff]=bench/autodiff_kiln.cpp [export]=bench/export_kiln.cpp)
 torch_python=${KILN_BENCH_TORCH_VENV:-.venv-torch}/bin/python
 [ "${KILN_BENCH_TORCH:-1}" = 0 ] && torch_suites=()

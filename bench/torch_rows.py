@@ -19,6 +19,10 @@ Suites:
   its first step: both rows start from the same weights, take their first step on batch 0
   untimed, and rel_error compares loss and weights with kiln's as bench_train compares libtorch's
   (max of the loss's relative error and each parameter's L2 relative error).
+- transformer: bench_transformer's layer step (a pre-norm causal encoder layer, width 128, 4
+  heads, feed-forward 512, GELU, mse_loss, AdamW lr 1e-3, weight decay 0.01) as
+  torch.nn.TransformerEncoderLayer(norm_first=True) with a causal mask, handed over and compared
+  as train's (the parameters' L2 error over all of them as one vector, as bench_transformer's).
 
 - attention: the attention suite's workloads (q, k, v [4, 8, T, 64], f32, scale 1/8, causal or
   not, the forward alone or with the gradients of sum(y * r)): "torch" is PyTorch's own op,
@@ -56,8 +60,8 @@ import time
 
 def parse():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--suite", required=True, choices=["train", "attention", "cpu", "avx2", "autodiff", "export"])
-    ap.add_argument("--handoff", help="the directory the suite's binary wrote (train)")
+    ap.add_argument("--suite", required=True, choices=["train", "attention", "transformer", "cpu", "avx2", "autodiff", "export"])
+    ap.add_argument("--handoff", help="the directory the suite's binary wrote (train, transformer)")
     ap.add_argument("--quick", action="store_true", help="the suites' --quick sizes")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
@@ -77,28 +81,81 @@ def rel_l2(a, b):
     return e if e == e and e != float("inf") else 1e30
 
 
-def train_rows(args, torch):
-    import numpy as np
-    rows, notes = [], []
+def handed_over_rows(args, torch, name, w, batches, make, loss_of, param_error):
+    """The "torch" and "torch-compile" rows of one training workload that a suite's binary handed
+    over: make() builds the model from kiln's initial weights and returns (model, params,
+    optimizer); loss_of(fwd, batch) is the loss of a batch; param_error(params) compares the
+    parameters after the first step with kiln's. Both rows take their first step on batch 0
+    untimed; rel_error is the larger of the loss's relative error and param_error."""
+    rows, nb = [], len(batches)
+    for impl in args.impls.split(","):
+        torch.manual_seed(0)
+        model, params, opt = make()
+        fwd, opt_step = model, opt.step
+        if impl == "torch-compile":
+            fwd = torch.compile(model, dynamic=False)
+            opt_step = torch.compile(opt.step, dynamic=False)
+        elif impl != "torch":
+            sys.exit(f"torch_rows.py: unknown impl {impl}")
+
+        def step(k):
+            opt.zero_grad(set_to_none=True)
+            loss = loss_of(fwd, batches[k])
+            loss.backward()
+            opt_step()
+            return loss.item()
+
+        t0 = time.perf_counter()
+        first = step(0)
+        first_s = time.perf_counter() - t0
+        err_loss = abs(first - w["kiln_loss"]) / max(abs(w["kiln_loss"]), 1e-30)
+        err_params = param_error(params)
+        rel_error = max(err_loss if err_loss == err_loss else 1e30, err_params)
+        nxt = [1 % nb]
+
+        def run():
+            step(nxt[0])
+            nxt[0] = (nxt[0] + 1) % nb
+
+        for _ in range(args.warmup):
+            run()
+        print(f"torch_rows.py: {name}/{impl}: first step {first_s:.2f} s"
+              f"{' (torch.compile compiles in it)' if impl == 'torch-compile' else ''}, "
+              f"loss {first:.7f} against kiln's {w['kiln_loss']:.7f}, rel_error {rel_error:.2e}", file=sys.stderr)
+        rows += timed_reps(args, run, name, impl, {
+            "amount": float(w["batch"]), "rate_scale": 1.0, "threads": float(args.threads),
+            "tolerance": w["tolerance"], "rel_error": rel_error, "rel_error_loss": err_loss,
+            "rel_error_params": err_params, "loss_first_step": first, "first_call_seconds": first_s,
+            "label": "samples/s"})
+    return rows
+
+
+def handoffs(args):
+    """The workloads the suite's binary handed over: (name, its directory prefix, its JSON)."""
     names = sorted(f[:-5] for f in os.listdir(args.handoff) if f.endswith(".json"))
     if not names:
         sys.exit(f"torch_rows.py: nothing handed over in {args.handoff}")
     for name in names:
         base = os.path.join(args.handoff, name)
         with open(base + ".json") as f:
-            w = json.load(f)
+            yield name, base, json.load(f)
+
+
+def train_rows(args, torch):
+    import numpy as np
+    rows = []
+    for name, base, w in handoffs(args):
         b, nb, n_in = w["batch"], w["batches"], w["in"]
         x = torch.from_numpy(np.fromfile(base + ".x", dtype="<f4").reshape(nb * b, n_in))
         y = torch.from_numpy(np.fromfile(base + ".y", dtype="<i8").reshape(nb * b))
         if x.shape[0] != y.shape[0] or int(y.min()) < 0 or int(y.max()) >= w["out"]:
             sys.exit(f"torch_rows.py: {name}: batches and labels do not match")
-        xs = [x[k * b:(k + 1) * b] for k in range(nb)]
-        ys = [y[k * b:(k + 1) * b] for k in range(nb)]
+        batches = [(x[k * b:(k + 1) * b], y[k * b:(k + 1) * b]) for k in range(nb)]
         sizes = [(w["h1"], n_in), (w["h1"],), (w["h2"], w["h1"]), (w["h2"],), (w["out"], w["h2"]), (w["out"],)]
         init = [torch.from_numpy(np.fromfile(f"{base}.init.{q}", dtype="<f4").reshape(s)) for q, s in enumerate(sizes)]
         kiln = [torch.from_numpy(np.fromfile(f"{base}.kiln.{q}", dtype="<f4").reshape(s)) for q, s in enumerate(sizes)]
-        for impl in args.impls.split(","):
-            torch.manual_seed(0)
+
+        def make():
             model = torch.nn.Sequential(torch.nn.Linear(n_in, w["h1"]), torch.nn.ReLU(),
                                         torch.nn.Linear(w["h1"], w["h2"]), torch.nn.ReLU(),
                                         torch.nn.Linear(w["h2"], w["out"]))
@@ -106,45 +163,48 @@ def train_rows(args, torch):
             with torch.no_grad():
                 for p, v in zip(params, init):
                     p.copy_(v)
-            opt = torch.optim.Adam(params, lr=1e-3)
-            fwd, opt_step = model, opt.step
-            if impl == "torch-compile":
-                fwd = torch.compile(model, dynamic=False)
-                opt_step = torch.compile(opt.step, dynamic=False)
-            elif impl != "torch":
-                sys.exit(f"torch_rows.py: unknown impl {impl}")
+            return model, params, torch.optim.Adam(params, lr=1e-3)
 
-            def step(k):
-                opt.zero_grad(set_to_none=True)
-                loss = torch.nn.functional.cross_entropy(fwd(xs[k]), ys[k])
-                loss.backward()
-                opt_step()
-                return loss.item()
+        rows += handed_over_rows(args, torch, name, w, batches, make,
+                                 lambda fwd, xy: torch.nn.functional.cross_entropy(fwd(xy[0]), xy[1]),
+                                 lambda params: max(rel_l2(p.detach(), v) for p, v in zip(params, kiln)))
+    return rows, [pypi_source(torch, args, "train") + ", eager and with the model and the optimizer step under "
+                  "torch.compile; rel_error against kiln's first step"]
 
-            t0 = time.perf_counter()
-            first = step(0)
-            first_s = time.perf_counter() - t0
-            err_loss = abs(first - w["kiln_loss"]) / max(abs(w["kiln_loss"]), 1e-30)
-            err_params = max(rel_l2(p.detach(), v) for p, v in zip(params, kiln))
-            rel_error = max(err_loss if err_loss == err_loss else 1e30, err_params)
-            nxt = [1 % nb]
 
-            def run():
-                step(nxt[0])
-                nxt[0] = (nxt[0] + 1) % nb
+def transformer_rows(args, torch):
+    import numpy as np
+    rows = []
+    for name, base, w in handoffs(args):
+        b, nb, t, width = w["batch"], w["batches"], w["context"], w["width"]
+        x = torch.from_numpy(np.fromfile(base + ".x", dtype="<f4").reshape(nb, b, t, width))
+        tg = torch.from_numpy(np.fromfile(base + ".t", dtype="<f4").reshape(nb, b, t, width))
+        batches = [(x[k], tg[k]) for k in range(nb)]
+        mask = torch.nn.Transformer.generate_square_subsequent_mask(t)
 
-            for _ in range(args.warmup):
-                run()
-            print(f"torch_rows.py: {name}/{impl}: first step {first_s:.2f} s"
-                  f"{' (torch.compile compiles in it)' if impl == 'torch-compile' else ''}, "
-                  f"loss {first:.7f} against kiln's {w['kiln_loss']:.7f}, rel_error {rel_error:.2e}", file=sys.stderr)
-            rows += timed_reps(args, run, name, impl, {
-                "amount": float(b), "rate_scale": 1.0, "threads": float(args.threads), "tolerance": w["tolerance"],
-                "rel_error": rel_error, "rel_error_loss": err_loss, "rel_error_params": err_params,
-                "loss_first_step": first, "first_call_seconds": first_s, "label": "samples/s"})
-    notes.append(pypi_source(torch, args, "train") + ", eager and with the model and the optimizer step under "
-                 "torch.compile; rel_error against kiln's first step")
-    return rows, notes
+        def make():
+            layer = torch.nn.TransformerEncoderLayer(width, w["heads"], w["ff"], dropout=0.0, activation="gelu",
+                                                     batch_first=True, norm_first=True)
+            own = dict(layer.named_parameters())
+            with torch.no_grad():
+                for q, full in enumerate(w["params"]):
+                    p = own[full.split(".", 1)[1]]  # "layer.self_attn.in_proj_weight" -> "self_attn...."
+                    v = np.fromfile(f"{base}.init.{q}", dtype="<f4")
+                    if v.size != p.numel():
+                        sys.exit(f"torch_rows.py: {name}: {full} has {v.size} values, torch's {p.numel()}")
+                    p.copy_(torch.from_numpy(v).reshape(p.shape))
+            params = [own[full.split(".", 1)[1]] for full in w["params"]]
+            return layer, params, torch.optim.AdamW(params, lr=1e-3, weight_decay=0.01)
+
+        kiln = torch.cat([torch.from_numpy(np.fromfile(f"{base}.kiln.{q}", dtype="<f4")) for q in range(len(w["params"]))])
+        rows += handed_over_rows(
+            args, torch, name, w, batches, make,
+            lambda fwd, xt: torch.nn.functional.mse_loss(fwd(xt[0], src_mask=mask, is_causal=True), xt[1]),
+            # all parameters as one vector, as bench_transformer compares libtorch's (its compare() says why)
+            lambda params: rel_l2(torch.cat([p.detach().reshape(-1) for p in params]), kiln))
+    return rows, [pypi_source(torch, args, "transformer") + ": torch.nn.TransformerEncoderLayer (norm_first, "
+                  "GELU, dropout 0, a causal mask), eager and with the layer and the optimizer step under torch.compile; "
+                  "rel_error against kiln's first step"]
 
 
 def timed_reps(args, run, name, impl, counters):
@@ -481,10 +541,12 @@ def main():
     if args.suite == "avx2":
         import torch._inductor.config as inductor_config
         inductor_config.cpp.simdlen = 8  # 8 floats: AVX2's vectors
+    if args.suite in ("train", "transformer") and not args.handoff:
+        sys.exit(f"torch_rows.py: --suite {args.suite} needs --handoff")
     if args.suite == "train":
-        if not args.handoff:
-            sys.exit("torch_rows.py: --suite train needs --handoff")
         rows, notes = train_rows(args, torch)
+    elif args.suite == "transformer":
+        rows, notes = transformer_rows(args, torch)
     elif args.suite == "attention":
         rows, notes = attention_rows(args, torch)
     elif args.suite in ("cpu", "avx2"):
