@@ -128,28 +128,6 @@ template <class T, class A>
   return r | xsimd::bitofsign(a);
 }
 
-/// e^t = y 2^n for |t| <= 104 (or NaN): n = t log2(e) rounded, y = e^r (exp_f32_poly's parts).
-template <class A>
-[[gnu::always_inline]] inline xsimd::batch<float, A> exp_f32_reduced(const xsimd::batch<float, A>& t,
-                                                                     xsimd::batch<float, A>& n) {
-  using V = xsimd::batch<float, A>;
-  n = xsimd::nearbyint(t * V(1.44269504088896341f));
-  V r = fmadd(n, V(-0.693359375f), t);
-  r = fmadd(n, V(2.12194440e-4f), r);
-  V p(1.9875691500e-4f);
-  p = fmadd(p, r, V(1.3981999507e-3f));
-  p = fmadd(p, r, V(8.3334519073e-3f));
-  p = fmadd(p, r, V(4.1665795894e-2f));
-  p = fmadd(p, r, V(1.6666665459e-1f));
-  p = fmadd(p, r, V(5.0000001201e-1f));
-  // (AVX-512 has FMA instructions of its own: -mavx512f alone does not define __FMA__)
-#if defined(__FMA__) || defined(__AVX512F__)
-  return fmadd(fmadd(p, r, V(1.0f)), r, V(1.0f));
-#else
-  return fmadd(p, r * r, r) + V(1.0f);  // without FMA instructions each fmadd rounds twice
-#endif
-}
-
 /// exp in f32 (and bf16, which computes in f32): e^x = 2^n e^r, n = x log2(e) rounded to
 /// nearest, r = x - n ln 2 in two parts (Cody and Waite), e^r by Cephes' expf polynomial (as
 /// xsimd's), x first clamped to [-104, 89], past which e^x rounds to 0 or overflows (NaN is
@@ -167,8 +145,22 @@ template <class A>
 [[gnu::always_inline]] inline xsimd::batch<float, A> exp_f32_poly(const xsimd::batch<float, A>& x) {
   using V = xsimd::batch<float, A>;
   using I = xsimd::batch<std::int32_t, A>;
-  V n;
-  const V y = exp_f32_reduced(clamp_keep_nan(x, -104.0f, 89.0f), n);
+  const V t = clamp_keep_nan(x, -104.0f, 89.0f);
+  const V n = xsimd::nearbyint(t * V(1.44269504088896341f));
+  V r = fmadd(n, V(-0.693359375f), t);
+  r = fmadd(n, V(2.12194440e-4f), r);
+  V p(1.9875691500e-4f);
+  p = fmadd(p, r, V(1.3981999507e-3f));
+  p = fmadd(p, r, V(8.3334519073e-3f));
+  p = fmadd(p, r, V(4.1665795894e-2f));
+  p = fmadd(p, r, V(1.6666665459e-1f));
+  p = fmadd(p, r, V(5.0000001201e-1f));
+  // (AVX-512 has FMA instructions of its own: -mavx512f alone does not define __FMA__)
+#if defined(__FMA__) || defined(__AVX512F__)
+  const V y = fmadd(fmadd(p, r, V(1.0f)), r, V(1.0f));
+#else
+  const V y = fmadd(p, r * r, r) + V(1.0f);  // without FMA instructions each fmadd rounds twice
+#endif
 #if defined(__AVX512F__)
   // 14 instructions in all, against 17 with a select clamp and e^r by a multiply, an FMA and an
   // add: float arithmetic issues at about the same rate whichever instructions it uses, so the
