@@ -174,6 +174,13 @@ T row_max(const T* s, index_t n) {
     using V = xsimd::batch<T, Arch>;
     V acc(m);
     for (index_t j = 0; j < n; j += cfg::width) acc = xsimd::max(acc, V::load_unaligned(s + j));
+#if defined(__AVX512F__)
+    // a shuffle tree: a row's max is taken for every row of every score tile
+    if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
+      if constexpr (std::is_same_v<T, float>) return _mm512_reduce_max_ps(acc);
+      else return _mm512_reduce_max_pd(acc);
+    }
+#endif
     T lanes[cfg::width];  // (xsimd 8 has no horizontal max)
     acc.store_unaligned(lanes);
     for (T x : lanes) m = std::max(m, x);
@@ -385,7 +392,7 @@ void forward(const view& qv, const view& kv, const view& vv, const view& maskv, 
         tile_product<T, Arch, true>(rows, n, g.d, qrows, qld, pk.kt_tile(j0), bk, s.data(), bk, true);
         for (index_t rr = 0; rr < rows; ++rr) {
           T* sr = s.data() + rr * bk;
-          mask_row(sr, mk, mbase, i0 + rr, j0, n, g.tk, causal);
+          if (!mk.none || causal || j0 + n > g.tk) mask_row(sr, mk, mbase, i0 + rr, j0, n, g.tk, causal);
           const T mnew = std::max(m[static_cast<std::size_t>(rr)], row_max<T, Arch>(sr, n));
           if (mnew == -std::numeric_limits<T>::infinity()) {  // every key so far masked: weights 0
             std::fill(sr, sr + n, T(0));
