@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -78,6 +79,27 @@ inline void write_raw(const std::string& path, const void* p, std::size_t bytes)
   bool ok = f && std::fwrite(p, 1, bytes, f) == bytes;
   if (f && std::fclose(f) != 0) ok = false;
   if (!ok) throw std::runtime_error("cannot write " + path);
+}
+
+/// A training suite's row (train, transformer): times step(k), which trains on batch k and
+/// returns its loss, cycling `next` through the workload's batches, and sets the counters every
+/// such row reports (samples/s: report.py divides `amount` by the seconds when rate_scale is 1).
+template <class Step>
+void time_training_steps(benchmark::State& st, Step&& step, std::int64_t& next, std::int64_t batches,
+                         std::int64_t batch, int threads, double tolerance, double first_loss) {
+  double loss = 0;
+  for (auto _ : st) {
+    loss = step(next);
+    next = next + 1 < batches ? next + 1 : 0;
+    benchmark::DoNotOptimize(loss);
+  }
+  st.counters["amount"] = static_cast<double>(batch);  // samples per step
+  st.counters["rate_scale"] = 1;
+  st.counters["threads"] = threads;
+  st.counters["tolerance"] = tolerance;
+  st.counters["loss_first_step"] = first_loss;
+  st.counters["loss_last"] = loss;
+  st.SetLabel("samples/s");
 }
 
 inline double seconds_since(std::chrono::steady_clock::time_point t0) {

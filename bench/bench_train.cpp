@@ -199,19 +199,8 @@ void bench_impl(benchmark::State& st, int s, int i) {
   }
   const auto u = static_cast<std::size_t>(i);
   train_runner& r = *cur.runners[u];
-  std::int64_t& next = cur.next[u];
-  double loss = 0;
-  for (auto _ : st) {
-    loss = r.step(next);
-    next = next + 1 < cur.d.batches ? next + 1 : 0;
-    benchmark::DoNotOptimize(loss);
-  }
-  st.counters["amount"] = static_cast<double>(cur.d.batch);  // samples per step
-  st.counters["rate_scale"] = 1;                              // report.py: rate = amount / seconds
-  st.counters["threads"] = opt.threads;
-  st.counters["tolerance"] = tolerance;
-  st.counters["loss_first_step"] = cur.checks[u].loss;
-  st.counters["loss_last"] = loss;
+  time_training_steps(st, [&](std::int64_t k) { return r.step(k); }, cur.next[u], cur.d.batches, cur.d.batch,
+                      opt.threads, tolerance, cur.checks[u].loss);
   if (impls.size() >= 2) {
     const errors& e = cur.errs[u];
     st.counters["rel_error"] = e.max();
@@ -220,7 +209,6 @@ void bench_impl(benchmark::State& st, int s, int i) {
     st.counters["rel_error_params_maxabs"] = e.params_maxabs;
     st.counters["rel_error_update"] = e.update;
   }
-  st.SetLabel("samples/s");
 }
 
 }  // namespace
