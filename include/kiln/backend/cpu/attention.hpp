@@ -286,6 +286,62 @@ void ds_row(const T* p, T* ds, T dval, index_t n) {
   }
 }
 
+#if defined(__AVX512F__)
+/// r[c] = column c of the 16 x 16 block whose rows are r[0 .. 16).
+[[gnu::always_inline]] inline void transpose16(__m512* r) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  const auto pd = [](__m512 x) { return _mm512_castps_pd(x); };
+  for (int i = 0; i < 4; ++i) {
+    r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(pd(t[4 * i]), pd(t[4 * i + 2])));
+    r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(pd(t[4 * i]), pd(t[4 * i + 2])));
+    r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(pd(t[4 * i + 1]), pd(t[4 * i + 3])));
+    r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(pd(t[4 * i + 1]), pd(t[4 * i + 3])));
+  }
+  for (int k = 0; k < 4; ++k) {
+    t[k] = _mm512_shuffle_f32x4(r[k], r[4 + k], 0x88);
+    t[4 + k] = _mm512_shuffle_f32x4(r[k], r[4 + k], 0xdd);
+    t[8 + k] = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0x88);
+    t[12 + k] = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0xdd);
+  }
+  for (int k = 0; k < 4; ++k) {
+    r[k] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0x88);
+    r[8 + k] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0xdd);
+    r[4 + k] = _mm512_shuffle_f32x4(t[4 + k], t[12 + k], 0x88);
+    r[12 + k] = _mm512_shuffle_f32x4(t[4 + k], t[12 + k], 0xdd);
+  }
+}
+#endif
+
+/// dst[c ld + j] = src[j st + c sc] for j < rows, c < cols: a transposed copy (K^T, V^T). f32
+/// with contiguous columns on AVX-512 moves 16 x 16 blocks through registers (64 shuffles a
+/// block), where an element at a time cost a strided store and its index arithmetic each.
+template <class T>
+void transpose_into(T* dst, index_t ld, const T* src, index_t st, index_t sc, index_t rows, index_t cols) {
+  index_t j = 0;
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>) {
+    if (sc == 1)
+      for (; j + 16 <= rows; j += 16) {
+        index_t c = 0;
+        for (; c + 16 <= cols; c += 16) {
+          __m512 r[16];
+          for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + (j + i) * st + c);
+          transpose16(r);
+          for (int i = 0; i < 16; ++i) _mm512_storeu_ps(dst + (c + i) * ld + j, r[i]);
+        }
+        for (; c < cols; ++c)
+          for (index_t i = j; i < j + 16; ++i) dst[c * ld + i] = src[i * st + c];
+      }
+  }
+#endif
+  for (; j < rows; ++j)
+    for (index_t c = 0; c < cols; ++c) dst[c * ld + j] = src[j * st + c * sc];
+}
+
 /// The keys a tile of queries [i0, i0 + rows) reads from key j0 on: up to bk, the causal
 /// diagonal and tk, rounded up to whole vectors (the columns past tk are packed as zeros and
 /// masked).
@@ -326,10 +382,9 @@ struct packed_kv {
     if (g.tk != tkp || (g.dv != dvp && !v_in_place) || (k_rows && g.d != dp)) std::fill(mem, mem + floats(k_rows), T(0));
     const index_t kb = ko.base(b, kh), vb = vo.base(b, kh);
     const auto transposed = [&](T* dst, const operand& src, index_t base, index_t cols) {
-      for (index_t j = 0; j < g.tk; ++j) {
-        T* col = dst + j / bk * bk * cols + j % bk;
-        for (index_t c = 0; c < cols; ++c) col[c * bk] = src.at<T>(base + j * src.st + c * src.sc);
-      }
+      for (index_t j0 = 0; j0 < g.tk; j0 += bk)
+        transpose_into(dst + j0 * cols, bk, reinterpret_cast<const T*>(src.p) + base + j0 * src.st, src.st, src.sc,
+                       std::min(bk, g.tk - j0), cols);
     };
     transposed(kt, ko, kb, g.d);
     vrows = v;
