@@ -43,6 +43,7 @@ TEST_CASE("fused attention: one kernel, no score matrix in memory, no matmul") {
   constexpr auto y = scaled_dot_product_attention<causal>(QF{}, QF{}, QF{});
   constexpr explanation e = explain(y);
   static_assert(e.matmul_kernels == 0 && e.reduction_kernels == 0);
+  static_assert(e.kernels == 1);  // the default scale folded into it: no pass over q
   // reads q (three times: as q, k and v), writes the value with its logsumexp and the output
   static_assert(e.bytes_written.fixed <= 2 * 8 * 256 * (65 + 64) * 4);
   static_assert(e.scratch.fixed < 2 * 8 * 256 * 256 * 4);  // not even one score matrix
@@ -134,14 +135,22 @@ TEST_CASE("fused attention: a bool mask with a row of no keys (NaN, as the math 
   }
 }
 
-TEST_CASE("fused attention: gradients and forward-mode derivatives agree with the unfused math path") {
+/// The scale the plan of E's attention node applies to its scores (0: no attention node).
+template <class E>
+constexpr double scores_scale() {
+  for (const node& n : plan<E>::schedule.g.nodes)
+    if (n.o == op::attention) return attention_scale(n);
+  return 0;
+}
+
+/// Gradients (q, k, v and the additive mask A) and forward-mode derivatives of the fused
+/// attention `fused` against `math`, the same attention on the unfused math path (q's length
+/// dyn), and against the eager backend.
+template <class F, class M>
+void check_derivatives(const F& fused, const M& math) {
   const any_tensor q = kt::random_f64(dims{B, H, TQ, D}), k = kt::random_f64(dims{B, HK, TK, D}),
                    v = kt::random_f64(dims{B, HK, TK, DV}), a = kt::random_f64(dims{TQ, TK}, -3, 1),
                    r = kt::random_f64(dims{B, H, TQ, DV});
-  const double scale = 0.3;
-  const auto fused = scaled_dot_product_attention<causal>(Q{}, K{}, V{}, A{}, scale);
-  const auto math = scaled_dot_product_attention<causal>(QD{}, K{}, V{}, A{}, scale);
-  static_assert(has_op(plan<std::remove_cvref_t<decltype(fused)>>::schedule.g.nodes, op::attention));
   const auto step_f = outputs(fused, grad(sum(fused * R{}), wrt(Q{}, K{}, V{}, A{})));
   const auto step_m = outputs(math, grad(sum(math * R{}), wrt(QD{}, K{}, V{}, A{})));
   const auto got = eval_all(step_f, Q{} = q, K{} = k, V{} = v, A{} = a, R{} = r);
@@ -166,6 +175,21 @@ TEST_CASE("fused attention: gradients and forward-mode derivatives agree with th
   const any_tensor tf = eval(jf, Q{} = q, K{} = k, V{} = v, A{} = a, UQ{} = uq, UK{} = uk, UV{} = uv, UA{} = ua).any();
   const any_tensor tm = eval(jm, QD{} = q, K{} = k, V{} = v, A{} = a, UQD{} = uq, UK{} = uk, UV{} = uv, UA{} = ua).any();
   CHECK(kt::difference(tm, tf) < 1e-11);
+}
+
+TEST_CASE("fused attention: gradients and forward-mode derivatives agree with the unfused math path") {
+  SUBCASE("a scale given at run time: q times it, the kernels' factor 1") {
+    const double scale = 0.3;
+    const auto fused = scaled_dot_product_attention<causal>(Q{}, K{}, V{}, A{}, scale);
+    static_assert(scores_scale<std::remove_cvref_t<decltype(fused)>>() == 1);
+    check_derivatives(fused, scaled_dot_product_attention<causal>(QD{}, K{}, V{}, A{}, scale));
+  }
+  SUBCASE("the default scale 1 / sqrt(d), folded into the kernels (which apply it before the added mask)") {
+    const auto fused = scaled_dot_product_attention<causal>(Q{}, K{}, V{}, A{});
+    using F = std::remove_cvref_t<decltype(fused)>;
+    static_assert(scores_scale<F>() > 0.204 && scores_scale<F>() < 0.205);  // 1 / sqrt(24)
+    check_derivatives(fused, scaled_dot_product_attention<causal>(QD{}, K{}, V{}, A{}));
+  }
 }
 
 TEST_CASE("fused attention: f32 forward and backward give the same bits on 1 and 3 threads") {

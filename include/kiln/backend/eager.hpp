@@ -644,13 +644,15 @@ inline std::vector<double> dense_f64(const any_tensor& t, const dims& to) {
 
 /// Fused attention's reference (ops.hpp): plain loops in double, each score row max-subtracted
 /// and normalised as a whole (no tiling), so it checks the CPU backend's online softmax.
-/// score(row, j) calls f(j, s) with key j's masked score, -inf where it is masked.
+/// scores(b, h, i, s) gives query row i's masked scores, scale q k^T [+ mask], -inf where masked.
 struct attention_reference {
   attention_geometry g;
   bool causal, bool_mask;
+  double scale;
   std::vector<double> q, k, v, m;
   attention_reference(const node& n, const any_tensor& qt, const dims& ks, const dims& vs, const any_tensor& mask)
-      : g(qt.shape(), ks, vs), causal(n.value != 0), bool_mask(mask.dt() == dtype::boolean) {
+      : g(qt.shape(), ks, vs), causal(attention_causal(n)), bool_mask(mask.dt() == dtype::boolean),
+        scale(attention_scale(n)) {
     if (!attention_shape(qt.shape(), ks, vs, mask.shape()).ok)
       throw shape_error(name(n.o), qt.shape(), ks, "do not match as attention's q [..., h, tq, d] and k [..., hk, tk, d]");
     q = dense_f64(qt, qt.shape());
@@ -665,6 +667,7 @@ struct attention_reference {
       const double* kj = &k[static_cast<std::size_t>(((b * g.hk + kh) * g.tk + j) * g.d)];
       double dot = 0;
       for (index_t c = 0; c < g.d; ++c) dot += qi[c] * kj[c];
+      dot *= scale;
       const bool keep = (!bool_mask || mi[j] != 0) && (!causal || j <= i);
       s[static_cast<std::size_t>(j)] = !keep ? -std::numeric_limits<double>::infinity() : bool_mask ? dot : dot + mi[j];
     }
@@ -743,12 +746,12 @@ inline any_tensor run_attention_grad(const node& n, const any_tensor& q, const a
           const double* vj = &a.v[static_cast<std::size_t>(kvrow * g.dv)];
           double dp = 0;
           for (index_t c = 0; c < g.dv; ++c) dp += doi[c] * vj[c];
-          const double ds = p * (dp - dd);
+          const double ds = p * (dp - dd);  // (the scaled score's adjoint: q's and k's are scale ds k, scale ds q)
           double* dkv = &res[static_cast<std::size_t>((b * rows + g.h * g.tq + kh * g.tk + j) * w)];
           const double* qi = &a.q[static_cast<std::size_t>(((b * g.h + h) * g.tq + i) * d)];
           for (index_t c = 0; c < d; ++c) {
-            dq[c] += ds * kj[c];
-            dkv[c] += ds * qi[c];
+            dq[c] += a.scale * ds * kj[c];
+            dkv[c] += a.scale * ds * qi[c];
           }
           for (index_t c = 0; c < g.dv; ++c) dkv[d + c] += p * doi[c];
         }

@@ -198,6 +198,11 @@ KILN_RUNTIME std::string debug::node_line(const node& n, int i) {
     v << n.value;
     s += " value=" + v.str();
   }
+  if (n.o == op::attention || n.o == op::attention_grad) {
+    std::ostringstream v;
+    v << attention_scale(n);
+    s += " scale=" + v.str() + (attention_causal(n) ? " causal" : "");
+  }
   if (kind_of(n.o) == op_kind::reduce) s += " axes=" + std::to_string(n.axes) + (n.keepdim ? " keepdim" : "");
   if (n.o == op::unfold || n.o == op::fold || n.o == op::conv2d || n.o == op::max_pool2d || n.o == op::avg_pool2d) {
     const window2d w = window_of(n);

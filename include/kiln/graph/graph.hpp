@@ -65,6 +65,12 @@ struct node {
   }
 };
 
+/// Fused attention's attributes (attention, attention_grad): whether it is causal (node.axis),
+/// and the factor of its scores, s = scale q k^T [+ mask] (node.value; decompose folds a
+/// positive constant factor of q into it, which the kernels apply to the score tiles).
+constexpr bool attention_causal(const node& n) { return n.axis != 0; }
+constexpr double attention_scale(const node& n) { return n.value; }
+
 /// The window of an unfold, fold, conv2d or pooling node, packed 16 bits a field into begin
 /// (kernel and stride) and step (padding and dilation); fold keeps its output's spatial
 /// extents in end (h | w << 32).

@@ -47,13 +47,15 @@ enum class op : std::uint8_t {
   // attention(q, k, v, mask) is sdpa's value with the logsumexp of each score row appended,
   // [..., h, tq, dv + 1]; attention_grad(q, kv, mask, og) takes kv = k ++ v and og = that value ++
   // its cotangent along the last axis and gives dq's rows then dk ++ dv's rows,
-  // [..., h tq + hk tk, d + dv] (shape_rules.hpp); node.value 1 = causal
+  // [..., h tq + hk tk, d + dv] (shape_rules.hpp); node.axis 1 = causal, node.value the scores'
+  // factor: s = value q k^T [+ mask] (attention_causal, attention_scale in graph.hpp)
   attention, attention_grad,
   // rand(like, seed): uniform [0, 1) f32 values shaped like `like` (not read), element i being
   // philox(seed, stream = node.axes).uniform24(i); seed is a rank-0 i64 value
   rand,
   // high-level ops with more than one primitive in their decomposition; sdpa(q, k, v, mask) is
-  // softmax(q k^T [+ mask]) v (q arrives scaled), the mask bool (where) or additive, a rank-0
+  // softmax(q k^T [+ mask]) v (q arrives scaled; its rule folds a constant factor of q into
+  // attention's), the mask bool (where) or additive, a rank-0
   // `true` for none; sdpa_causal also masks k positions after q's (PyTorch's is_causal)
   softmax, log_softmax, layer_norm, linear, mse_loss, cross_entropy, conv2d, max_pool2d, avg_pool2d, sdpa,
   sdpa_causal,

@@ -371,7 +371,7 @@ struct differ {
     const int r = y.shape.rank;
     const index_t dv = y.shape.e[r - 1] - 1;
     decomposer d{b};
-    const int s = d.attention_scores(y.in[0], y.in[1], y.in[3], y.value != 0);
+    const int s = d.attention_scores(y.in[0], y.in[1], y.in[3], attention_causal(y), attention_scale(y));
     const int lse = b.slice(i, r - 1, dv, dv + 1, 1);
     return b.unary(op::exp, b.sub(s, lse));
   }
@@ -420,11 +420,10 @@ struct differ {
     const int r = qs.rank;
     const attention_geometry a(qs, ks, vs);
     const index_t d = a.d, dv = a.dv, q_rows = a.h * a.tq;
-    const bool causal = y.value != 0;
     if (active[0] || active[1] || active[2]) {
       const int kv = b.concat(y.in[1], y.in[2], r - 1);
       const int og = b.concat(i, g, r - 1);
-      const int gr = b.attention_grad(y.in[0], kv, y.in[3], og, causal);
+      const int gr = b.attention_grad(y.in[0], kv, y.in[3], og, attention_causal(y), attention_scale(y));
       const int rows = at(gr).shape.rank - 2, cols = rows + 1;
       if (active[0]) {
         const int dq_rows = b.slice(gr, rows, 0, q_rows, 1);
@@ -450,7 +449,7 @@ struct differ {
     }
   }
 
-  /// Forward mode, from primitives: dS = dq k^T + q dk^T + dmask, dlse = rowsum(P dS),
+  /// Forward mode, from primitives: dS = scale (dq k^T + q dk^T) + dmask, dlse = rowsum(P dS),
   /// do = (P (dS - dlse)) v + P dv; the tangent is do ++ dlse.
   constexpr int attention_jvp(int i, const int* t) {
     const node y = at(i);
@@ -462,6 +461,7 @@ struct differ {
       const int term = d.grouped_matmul(y.in[0], t[1], true);
       ds = ds < 0 ? term : b.add(ds, term);
     }
+    if (ds >= 0 && attention_scale(y) != 1) ds = b.mul(ds, c(attention_scale(y), y.dt));
     if (t[3] >= 0) ds = ds < 0 ? t[3] : b.add(ds, t[3]);  // (broadcast by the products with P below)
     int dout = -1, dlse = -1;
     const int p = attention_probabilities(i);

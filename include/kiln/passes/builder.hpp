@@ -186,16 +186,18 @@ struct builder {
   }
   /// Fused attention (graph/ops.hpp): the value with each row's logsumexp appended, and the
   /// gradients of q and of k ++ v from it and its cotangent og.
-  constexpr int attention(int q, int k, int v, int mask, bool causal) {
+  constexpr int attention(int q, int k, int v, int mask, bool causal, double scale = 1) {
     node n = with_inputs(op::attention, q, k, v);
     n.in[3] = mask;
-    n.value = causal ? 1 : 0;
+    n.axis = causal ? 1 : 0;
+    n.value = scale;
     return emit_inferred(n);
   }
-  constexpr int attention_grad(int q, int kv, int mask, int og, bool causal) {
+  constexpr int attention_grad(int q, int kv, int mask, int og, bool causal, double scale = 1) {
     node n = with_inputs(op::attention_grad, q, kv, mask);
     n.in[3] = og;
-    n.value = causal ? 1 : 0;
+    n.axis = causal ? 1 : 0;
+    n.value = scale;
     return emit_inferred(n);
   }
   /// The element count of x's axes in `axes`, as a rank-0 value of dtype dt.

@@ -196,13 +196,14 @@ struct decomposer {
     return p;
   }
 
-  /// The masked scores q k^T [..., h, tq, tk] (q already scaled): a bool mask (and the causal
-  /// one: key j for query i where j <= i, top-left aligned as PyTorch's is_causal) selects -inf
-  /// where it is false; a float mask is added; a rank-0 `true` is no mask.
-  constexpr int attention_scores(int q, int k, int mask, bool causal) {
+  /// The masked scores scale q k^T [..., h, tq, tk] (sdpa's q arrives scaled: scale 1): a bool
+  /// mask (and the causal one: key j for query i where j <= i, top-left aligned as PyTorch's
+  /// is_causal) selects -inf where it is false; a float mask is added; a rank-0 `true` is no mask.
+  constexpr int attention_scores(int q, int k, int mask, bool causal, double scale = 1) {
     const int r = b.at(q).shape.rank;
     const dtype t = b.at(q).dt;
     int s = grouped_matmul(q, k, true);
+    if (scale != 1) s = b.mul(s, c(scale, t));
     const node& m = b.at(mask);
     const bool no_mask = m.o == op::constant && m.dt == dtype::boolean && m.value != 0;
     const double inf = std::numeric_limits<double>::infinity();
@@ -224,6 +225,29 @@ struct decomposer {
     return s;
   }
 
+  /// q = x * c or x / c, c a positive rank-0 constant (the default scale 1 / sqrt(d), and what
+  /// the rewrite of hand-written attention finds), as x and the scores' factor c (1 / c): the
+  /// fused kernels scale the score tiles they hold anyway, where q * c was a pass over q in
+  /// memory (and dq's a second one). Anything else stays q, factor 1.
+  struct folded_scale {
+    int q;
+    double scale;
+  };
+  constexpr folded_scale fold_scale(int q) const {
+    const node& n = b.at(q);
+    if (n.o != op::mul && n.o != op::div) return {q, 1};
+    const auto positive_constant = [&](int i) {
+      const node& m = b.at(i);
+      return m.o == op::constant && m.shape.rank == 0 && m.dt == n.dt && m.value > 0 &&
+             m.value < std::numeric_limits<double>::infinity();
+    };
+    const auto same = [&](int i) { return b.at(i).shape == n.shape && b.at(i).dt == n.dt; };
+    if (positive_constant(n.in[1]) && same(n.in[0]))
+      return {n.in[0], n.o == op::mul ? b.at(n.in[1]).value : 1 / b.at(n.in[1]).value};
+    if (n.o == op::mul && positive_constant(n.in[0]) && same(n.in[1])) return {n.in[1], b.at(n.in[0]).value};
+    return {q, 1};
+  }
+
   /// Attention as PyTorch's math reference computes it: softmax(q k^T [masked]) v, q already
   /// scaled (for bf16, and where the heads, lengths or head sizes are dyn). A row with every
   /// position masked is NaN, as in PyTorch's math reference. Otherwise it is the fused primitive
@@ -233,7 +257,8 @@ struct decomposer {
     const int r = qs.rank;
     const dtype t = b.at(q).dt;
     if ((t == dtype::f32 || t == dtype::f64) && attention_extents_static(qs, ks, vs)) {
-      const int packed = b.attention(q, k, v, mask, causal);
+      const folded_scale f = fold_scale(q);
+      const int packed = b.attention(f.q, k, v, mask, causal, f.scale);
       return b.slice(packed, r - 1, 0, vs.e[r - 1], 1);
     }
     const int s = attention_scores(q, k, mask, causal);
@@ -301,7 +326,8 @@ static_assert(first_rule_mismatch() < 0,
 /// S = q k^T, then optionally times or divided by a rank-0 value s, then optionally plus an
 /// additive mask m, where k^T is a permute of k swapping its last two axes, and q, k, v, m fit
 /// sdpa's shapes with the same result. It becomes sdpa(q * s (or q / s), k, v, m): the scale
-/// moves onto q (T d operations instead of T^2, one rounding moved). A bool mask applied with
+/// moves onto q (T d operations instead of T^2, one rounding moved), and from there into the
+/// fused kernels where s is a positive constant (fold_scale). A bool mask applied with
 /// where(m, S, -inf) is not matched: -inf is a C++ number, a run-time leaf, not a known value.
 struct attention_pattern {
   int q = -1, k = -1, v = -1, mask = -1, scale = -1;

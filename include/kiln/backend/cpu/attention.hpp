@@ -144,13 +144,17 @@ struct mask_ref {
   }
 };
 
-/// Row r of a score tile for query i, keys j0 .. j0 + n (n <= bk): masked entries (the mask,
+/// Row r of a score tile for query i, keys j0 .. j0 + n (n <= bk): the scores times `pre`
+/// (the scale, where it cannot wait for the exp: score_factors), masked entries (the mask,
 /// causal keys after i, padding after tk) set to -inf, an additive mask added.
 template <class T>
-void mask_row(T* s, const mask_ref& mk, index_t mbase, index_t i, index_t j0, index_t n, index_t tk, bool causal) {
+void mask_row(T* s, const mask_ref& mk, index_t mbase, index_t i, index_t j0, index_t n, index_t tk, bool causal,
+              T pre) {
   index_t valid = std::min(n, tk - j0);
   if (causal) valid = std::min(valid, std::max<index_t>(0, i - j0 + 1));
   constexpr T minus_inf = -std::numeric_limits<T>::infinity();
+  if (pre != T(1))
+    for (index_t j = 0; j < valid; ++j) s[j] *= pre;
   if (!mk.none) {
     const index_t off = mbase + i * mk.m.st;
     for (index_t j = 0; j < valid; ++j) {
@@ -202,23 +206,26 @@ template <class T, class Arch>
   return xsimd::select(tiny, V(T(0)), simd::fn::exp(xsimd::select(tiny, lo, x)));
 }
 
-/// s[j] = exp(s[j] - shift) for j in [0, n), in place (n a multiple of the vector width);
-/// returns their sum.
+/// s[j] = exp(f s[j] - shift) for j in [0, n), in place (n a multiple of the vector width);
+/// with `sum`, sum = alpha sum + those values, lane by lane (the vector width of lanes, or one):
+/// a row's sum is reduced to one number at its end, where a reduction per tile sat on the
+/// row's chain of dependent instructions.
 template <class T, class Arch>
-T exp_row(T* s, T shift, index_t n) {
+void exp_row(T* s, T f, T shift, index_t n, T* sum = nullptr, T alpha = T(1)) {
   using cfg = gemm_config<T, Arch>;
 #if defined(__AVX512F__)
-  // f32 on AVX-512, as 2^t with t = s log2(e) - shift log2(e) in one FMA (s <= shift): 2^f for
-  // f = t - round(t) in [-1/2, 1/2] by a degree-5 polynomial (2.1e-7 relative at most, against
-  // 2^f in double over every f32 of the interval), times 2^round(t) by VSCALEFPS, whose zero mask
+  // f32 on AVX-512, as 2^t with t = s f log2(e) - shift log2(e) in one FMA (f s <= shift): 2^x
+  // for x = t - round(t) in [-1/2, 1/2] by a degree-5 polynomial (2.1e-7 relative at most, against
+  // 2^x in double over every f32 of the interval), times 2^round(t) by VSCALEFPS, whose zero mask
   // drops the lanes below 2^-126 (denormals; masked keys' -inf) and keeps NaN. 13 instructions
   // a vector against 17 for exp(s - shift) (simd::fn::exp, reduced by Cody and Waite, and the
   // zeroing of exp_or_zero). The rounding of shift log2(e) scales a whole row alike, which its
   // normalisation undoes.
   if constexpr (std::is_same_v<T, float> && std::is_base_of_v<xsimd::avx512f, Arch>) {
-    const __m512 log2e = _mm512_set1_ps(1.44269504088896341f), lo = _mm512_set1_ps(-126.0f);
+    const __m512 log2e = _mm512_set1_ps(static_cast<float>(static_cast<double>(f) * 1.4426950408889634)),
+                 lo = _mm512_set1_ps(-126.0f);
     const __m512 c = _mm512_set1_ps(static_cast<float>(-static_cast<double>(shift) * 1.4426950408889634));
-    __m512 sum = _mm512_setzero_ps();
+    __m512 total = _mm512_setzero_ps();
     for (index_t j = 0; j < n; j += 16) {
       const __m512 t = _mm512_fmadd_ps(_mm512_loadu_ps(s + j), log2e, c);
       const __m512 k = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -230,35 +237,57 @@ T exp_row(T* s, T shift, index_t n) {
       p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0000001f));
       const __m512 e = _mm512_maskz_scalef_ps(_mm512_cmp_ps_mask(t, lo, _CMP_NLT_UQ), p, k);
       _mm512_storeu_ps(s + j, e);
-      sum = _mm512_add_ps(sum, e);
+      total = _mm512_add_ps(total, e);
     }
-    return _mm512_reduce_add_ps(sum);
+    if (sum) _mm512_storeu_ps(sum, _mm512_fmadd_ps(_mm512_loadu_ps(sum), _mm512_set1_ps(alpha), total));
+    return;
   }
 #endif
   if constexpr (cfg::vectorised) {
     using V = xsimd::batch<T, Arch>;
-    V sum(T(0));
-    const V sh(shift);
+    V total(T(0));
+    const V sh(-shift), fv(f);
     for (index_t j = 0; j < n; j += cfg::width) {
-      const V e = exp_or_zero<T, Arch>(V::load_unaligned(s + j) - sh);
+      const V e = exp_or_zero<T, Arch>(xsimd::fma(V::load_unaligned(s + j), fv, sh));
       e.store_unaligned(s + j);
-      sum += e;
+      total += e;
     }
-    return xsimd::hadd(sum);
+    if (sum) xsimd::fma(V::load_unaligned(sum), V(alpha), total).store_unaligned(sum);
   } else {
-    T sum = 0;
-    for (index_t j = 0; j < n; ++j) sum += (s[j] = std::exp(s[j] - shift));
-    return sum;
+    T total = 0;
+    for (index_t j = 0; j < n; ++j) total += (s[j] = std::exp(s[j] * f - shift));
+    if (sum) *sum = *sum * alpha + total;
   }
 }
 
-/// dst[c * stride] = src[c] for c < n.
+/// The sum of the n values from x.
 template <class T>
-void put_row(T* dst, index_t stride, const T* src, index_t n) {
-  if (stride == 1) std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(T));
-  else
-    for (index_t c = 0; c < n; ++c) dst[c * stride] = src[c];
+T sum_of(const T* x, index_t n) {
+  T t = 0;
+  for (index_t i = 0; i < n; ++i) t += x[i];
+  return t;
 }
+
+/// dst[c * stride] = f src[c] for c < n.
+template <class T>
+void put_row(T* dst, index_t stride, const T* src, index_t n, T f = T(1)) {
+  if (stride == 1 && f == T(1)) std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(T));
+  else
+    for (index_t c = 0; c < n; ++c) dst[c * stride] = f * src[c];
+}
+
+/// The scores' factor split between the exp and the tile (mask_row's `pre`): the exp takes it
+/// (f s - m in one FMA) where the max of f s is f times the max of s, f > 0, and nothing is
+/// added to f s; an additive mask (f s + a) or a factor not above 0 scales the tile first.
+template <class T>
+struct score_factors {
+  T exp = 1, pre = 1;
+  score_factors(double scale, const mask_ref& mk) {
+    const T s = static_cast<T>(scale);
+    if ((!mk.none && !mk.is_bool) || !(s > T(0))) pre = s;
+    else exp = s;
+  }
+};
 
 /// x[j] *= f for j < n (whole vectors).
 template <class T, class Arch>
@@ -403,12 +432,14 @@ struct packed_kv {
 };
 
 template <class T, class Arch>
-void forward(const view& qv, const view& kv, const view& vv, const view& maskv, const view& out, bool causal) {
+void forward(const view& qv, const view& kv, const view& vv, const view& maskv, const view& out, bool causal,
+             double scale) {
   using cfg = gemm_config<T, Arch>;
   const int r = qv.shape.rank;
   const attention_geometry g(qv.shape, kv.shape, vv.shape);
   const operand q(qv, r, qv.shape), k(kv, r, kv.shape), v(vv, r, vv.shape), o(out, r, out.shape);
   const mask_ref mk(maskv, r, attention_geometry::scores(qv.shape, kv.shape));
+  const score_factors<T> sf(scale, mk);
   const index_t group = g.h / g.hk, width = cfg::width;
   // K^T and V of every k/v head, packed once (each is read by every query block of its group)
   const packed_kv<T> layout(g, width);
@@ -423,8 +454,9 @@ void forward(const view& qv, const view& kv, const view& vv, const view& maskv, 
   const index_t nqb = (g.tq + bq - 1) / bq;
   const index_t dvp = round_up(g.dv, width), dp = round_up(g.d, width);
   parallel_for(g.lead * g.h * nqb, 1, [&](index_t w0, index_t w1) {
+    // l: each row's running sum, `width` lanes a row (exp_row)
     std::vector<T> qb(static_cast<std::size_t>(bq * dp)), s(static_cast<std::size_t>(bq * bk)),
-        acc(static_cast<std::size_t>(bq * dvp)), m(bq), l(bq);
+        acc(static_cast<std::size_t>(bq * dvp)), m(bq), l(static_cast<std::size_t>(bq * width));
     for (index_t w = w0; w < w1; ++w) {
       const index_t b = w / (g.h * nqb), h = w / nqb % g.h, i0 = w % nqb * bq;
       const index_t rows = std::min(bq, g.tq - i0);
@@ -447,16 +479,17 @@ void forward(const view& qv, const view& kv, const view& vv, const view& maskv, 
         tile_product<T, Arch, true>(rows, n, g.d, qrows, qld, pk.kt_tile(j0), bk, s.data(), bk, true);
         for (index_t rr = 0; rr < rows; ++rr) {
           T* sr = s.data() + rr * bk;
-          if (!mk.none || causal || j0 + n > g.tk) mask_row(sr, mk, mbase, i0 + rr, j0, n, g.tk, causal);
-          const T mnew = std::max(m[static_cast<std::size_t>(rr)], row_max<T, Arch>(sr, n));
+          if (!mk.none || causal || j0 + n > g.tk || sf.pre != T(1))
+            mask_row(sr, mk, mbase, i0 + rr, j0, n, g.tk, causal, sf.pre);
+          // (m is of the scaled scores: the logsumexp's, and the exp's shift)
+          const T mnew = std::max(m[static_cast<std::size_t>(rr)], sf.exp * row_max<T, Arch>(sr, n));
           if (mnew == -std::numeric_limits<T>::infinity()) {  // every key so far masked: weights 0
             std::fill(sr, sr + n, T(0));
             continue;
           }
           const T mold = m[static_cast<std::size_t>(rr)];
           const T alpha = mnew == mold ? T(1) : std::exp(mold - mnew);  // the max settles early
-          const T sum = exp_row<T, Arch>(sr, mnew, n);
-          l[static_cast<std::size_t>(rr)] = l[static_cast<std::size_t>(rr)] * alpha + sum;
+          exp_row<T, Arch>(sr, sf.exp, mnew, n, l.data() + rr * width, alpha);
           m[static_cast<std::size_t>(rr)] = mnew;
           if (alpha != T(1)) scale_row<T, Arch>(acc.data() + rr * dvp, alpha, dvp);
         }
@@ -465,7 +498,7 @@ void forward(const view& qv, const view& kv, const view& vv, const view& maskv, 
       const index_t obase = o.base(b, h) + i0 * o.st;
       auto* op = reinterpret_cast<T*>(const_cast<std::byte*>(o.p));
       for (index_t rr = 0; rr < rows; ++rr) {
-        const T lr = l[static_cast<std::size_t>(rr)];
+        const T lr = sum_of(l.data() + rr * width, width);
         const bool empty = lr == T(0);  // every key masked: NaN, as the math reference's softmax
         const T inv = empty ? std::numeric_limits<T>::quiet_NaN() : T(1) / lr;
         T* ar = acc.data() + rr * dvp;
@@ -479,7 +512,8 @@ void forward(const view& qv, const view& kv, const view& vv, const view& maskv, 
 }
 
 template <class T, class Arch>
-void backward(const view& qv, const view& kvv, const view& maskv, const view& ogv, const view& out, bool causal) {
+void backward(const view& qv, const view& kvv, const view& maskv, const view& ogv, const view& out, bool causal,
+              double scale) {
   using cfg = gemm_config<T, Arch>;
   const int r = qv.shape.rank;
   const index_t d = qv.shape.e[r - 1], wkv = kvv.shape.e[r - 1];
@@ -493,6 +527,8 @@ void backward(const view& qv, const view& kvv, const view& maskv, const view& og
   vview.p = kvv.p + d * kvv.strides.e[r - 1] * static_cast<index_t>(sizeof(T));
   const operand q(qv, r, qv.shape), k(kview, r, ks), v(vview, r, vs), og(ogv, r, ogv.shape);
   const mask_ref mk(maskv, r, attention_geometry::scores(qv.shape, ks));
+  const score_factors<T> sf(scale, mk);
+  const T sc = static_cast<T>(scale);  // dq = sc dS k, dk = sc dS^T q: applied as they are written
   const index_t group = g.h / g.hk, width = cfg::width;
   const index_t dp = round_up(g.d, width), dvp = round_up(g.dv, width);
   const int orank = out.shape.rank;
@@ -553,8 +589,8 @@ void backward(const view& qv, const view& kvv, const view& maskv, const view& og
             tile_product<T, Arch, true>(rows, n, g.dv, dorows, dvp, pk.vt_tile(j0), bk, dpt.data(), bk, true);
             for (index_t rr = 0; rr < rows; ++rr) {
               T* sr = s.data() + rr * bk;
-              mask_row(sr, mk, mbase, i0 + rr, j0, n, g.tk, causal);
-              exp_row<T, Arch>(sr, lse[static_cast<std::size_t>(row0 + rr)], n);  // P
+              mask_row(sr, mk, mbase, i0 + rr, j0, n, g.tk, causal, sf.pre);
+              exp_row<T, Arch>(sr, sf.exp, lse[static_cast<std::size_t>(row0 + rr)], n);  // P
               ds_row<T, Arch>(sr, dpt.data() + rr * bk, dd[static_cast<std::size_t>(row0 + rr)], n);
             }
             tile_product<T, Arch, false>(n, dvp, rows, s.data(), bk, dorows, dvp, dvv.data(), dvp, false);  // dV += P^T dO
@@ -564,13 +600,13 @@ void backward(const view& qv, const view& kvv, const view& maskv, const view& og
         }
         for (index_t j = j0; j < std::min(g.tk, j0 + bk); ++j) {
           T* dst = res + obase + (g.h * g.tq + kh * g.tk + j) * ors;
-          put_row(dst, ocs, dk.data() + (j - j0) * dp, g.d);
+          put_row(dst, ocs, dk.data() + (j - j0) * dp, g.d, sc);
           put_row(dst + g.d * ocs, ocs, dvv.data() + (j - j0) * dvp, g.dv);
         }
       }
       for (index_t row = 0; row < nq; ++row) {  // the group's q heads are consecutive
         T* dst = res + obase + (kh * group * g.tq + row) * ors;
-        put_row(dst, ocs, dq.data() + row * dp, g.d);
+        put_row(dst, ocs, dq.data() + row * dp, g.d, sc);
         for (index_t c = 0; c < g.dv; ++c) dst[(g.d + c) * ocs] = T(0);
       }
     }
@@ -579,18 +615,21 @@ void backward(const view& qv, const view& kvv, const view& maskv, const view& og
 
 }  // namespace attn
 
-/// attention(q, k, v, mask) into out [..., h, tq, dv + 1] (value, then each row's logsumexp).
+/// attention(q, k, v, mask) into out [..., h, tq, dv + 1] (value, then each row's logsumexp), the
+/// scores scale q k^T [+ mask].
 template <class Arch = gemm_arch>
-void run_attention(const view& q, const view& k, const view& v, const view& mask, const view& out, bool causal) {
-  if (q.dt == dtype::f64) attn::forward<double, Arch>(q, k, v, mask, out, causal);
-  else attn::forward<float, Arch>(q, k, v, mask, out, causal);
+void run_attention(const view& q, const view& k, const view& v, const view& mask, const view& out, bool causal,
+                   double scale) {
+  if (q.dt == dtype::f64) attn::forward<double, Arch>(q, k, v, mask, out, causal, scale);
+  else attn::forward<float, Arch>(q, k, v, mask, out, causal, scale);
 }
 
 /// attention_grad(q, k ++ v, mask, value ++ cotangent) into out [..., h tq + hk tk, d + dv].
 template <class Arch = gemm_arch>
-void run_attention_grad(const view& q, const view& kv, const view& mask, const view& og, const view& out, bool causal) {
-  if (q.dt == dtype::f64) attn::backward<double, Arch>(q, kv, mask, og, out, causal);
-  else attn::backward<float, Arch>(q, kv, mask, og, out, causal);
+void run_attention_grad(const view& q, const view& kv, const view& mask, const view& og, const view& out, bool causal,
+                        double scale) {
+  if (q.dt == dtype::f64) attn::backward<double, Arch>(q, kv, mask, og, out, causal, scale);
+  else attn::backward<float, Arch>(q, kv, mask, og, out, causal, scale);
 }
 
 }  // namespace kiln::cpu::detail

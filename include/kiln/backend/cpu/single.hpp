@@ -220,10 +220,10 @@ void single_movement(state& st, int x) {
   else if constexpr (O == op::rand) run_rand(st.view_of(n.in[1]), out, n.axes);
   else if constexpr (O == op::attention)
     run_attention(st.view_of(n.in[0]), st.view_of(n.in[1]), st.view_of(n.in[2]), st.view_of(n.in[3]), out,
-                  n.value != 0);
+                  attention_causal(n), attention_scale(n));
   else if constexpr (O == op::attention_grad)
     run_attention_grad(st.view_of(n.in[0]), st.view_of(n.in[1]), st.view_of(n.in[2]), st.view_of(n.in[3]), out,
-                       n.value != 0);
+                       attention_causal(n), attention_scale(n));
   else static_assert(O == op::gather, "kiln: cpu: no routine for this movement op");
 }
 
