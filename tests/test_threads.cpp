@@ -41,3 +41,17 @@ TEST_CASE("one plan called from three threads at once, as the thread count chang
   CHECK(calls == 24);
   CHECK(bad == 0);
 }
+
+TEST_CASE("copies of over a megabyte, split among threads: concats of strided operands, a broadcast, outputs") {
+  using X = input<"x", f32, shape<600, 700>>;
+  using YT = input<"yt", f32, shape<300, 600>>;
+  using C = input<"c", f32, shape<1, 700>>;
+  // concat's halves: one contiguous, one a transposed view (strided rows); a row broadcast to
+  // 600 rows; an output that is a strided slice of an input, copied out
+  const auto e = outputs(concat<1>(X{}, transpose(YT{})), concat<0>(X{}, broadcast_to<600, 700>(C{})),
+                         slice<1, 1, 700, 2>(X{}));
+  const double worst = kt::cpu_vs_eager(e, {{"x", kt::random<float, 2>({600, 700}).any()},
+                                            {"yt", kt::random<float, 2>({300, 600}).any()},
+                                            {"c", kt::random<float, 2>({1, 700}).any()}});
+  CHECK(worst == 0);
+}

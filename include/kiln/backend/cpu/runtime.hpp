@@ -20,6 +20,7 @@
 #include "../../core/shape_rules.hpp"
 #include "../../core/tensor.hpp"
 #include "../../graph/graph.hpp"
+#include "parallel.hpp"
 
 namespace kiln::cpu::detail {
 
@@ -163,25 +164,49 @@ void copy_row(std::byte* d, index_t ds, const std::byte* s, index_t ss, index_t 
     std::memcpy(d + k * ds * static_cast<index_t>(sizeof(U)), &v, sizeof(U));
   }
 }
+/// Copies of at least this many bytes are split among the threads: a plan's concats, slices
+/// and outputs copied out ran on one thread while the team waited (attention's backward, its
+/// k ++ v and value ++ cotangent, spent an eighth of its time so).
+inline constexpr index_t parallel_copy_bytes = index_t{1} << 20;
+
+/// The bytes [lo, hi) that view-like (p, shape, strides) of `bytes`-sized elements touches.
+inline std::pair<const std::byte*, const std::byte*> byte_span(const std::byte* p, const dims& shape,
+                                                                const dims& strides, index_t bytes) {
+  index_t lo = 0, hi = 0;
+  for (int i = 0; i < shape.rank; ++i) {
+    const index_t reach = (shape.e[i] - 1) * strides.e[i];
+    (reach < 0 ? lo : hi) += reach;
+  }
+  return {p + lo * bytes, p + (hi + 1) * bytes};
+}
+
+/// Whether a copy of dst's elements from src may be split among threads: large, and the two
+/// ranges apart (an overlapping copy must run in one order).
+inline bool split_copy(const view& dst, const dims& src_strides, const std::byte* src, index_t bytes) {
+  if (dst.shape.numel() * bytes < parallel_copy_bytes) return false;
+  const auto [d0, d1] = byte_span(dst.p, dst.shape, dst.strides, bytes);
+  const auto [s0, s1] = byte_span(src, dst.shape, src_strides, bytes);
+  return d1 <= s0 || s1 <= d0;
+}
+
 /// Row by row over the last axis (src strides 0 where it broadcasts), with loops typed by the
 /// element size: an index computation and a memcpy of run-time size per element made concat's
-/// zero padding and strided copies run at a few hundred MB/s.
-KILN_RUNTIME void copy_rows(const view& dst, const dims& src_strides, const std::byte* src) {
+/// zero padding and strided copies run at a few hundred MB/s. Rows [r0, r1) in row-major order
+/// over the other axes.
+KILN_RUNTIME void copy_row_range(const view& dst, const dims& src_strides, const std::byte* src, index_t r0,
+                                 index_t r1) {
   const auto bytes = static_cast<index_t>(size_of(dst.dt));
   const int r = dst.shape.rank;
-  if (r == 0) {
-    std::memcpy(dst.p, src, static_cast<std::size_t>(bytes));
-    return;
-  }
   const index_t w = dst.shape.e[r - 1], ds = dst.strides.e[r - 1], ss = src_strides.e[r - 1];
-  dims rows = dst.shape;
-  rows.e[r - 1] = 1;
-  for_each_index(rows, [&](const index_t* idx) {
-    index_t a = 0, b = 0;
-    for (int i = 0; i < r - 1; ++i) {
-      a += idx[i] * dst.strides.e[i];
-      b += idx[i] * src_strides.e[i];
-    }
+  index_t idx[max_rank] = {};
+  index_t a = 0, b = 0;
+  for (index_t i = r - 2, q = r0; i >= 0; --i) {  // row r0's index over the other axes, and offsets
+    idx[i] = q % dst.shape.e[i];
+    q /= dst.shape.e[i];
+    a += idx[i] * dst.strides.e[i];
+    b += idx[i] * src_strides.e[i];
+  }
+  for (index_t k = r0; k < r1; ++k) {
     std::byte* d = dst.p + a * bytes;
     const std::byte* s = src + b * bytes;
     if (ds == 1 && ss == 1) std::memmove(d, s, static_cast<std::size_t>(w * bytes));
@@ -189,13 +214,47 @@ KILN_RUNTIME void copy_rows(const view& dst, const dims& src_strides, const std:
     else if (bytes == 2) copy_row<std::uint16_t>(d, ds, s, ss, w);
     else if (bytes == 4) copy_row<std::uint32_t>(d, ds, s, ss, w);
     else copy_row<std::uint64_t>(d, ds, s, ss, w);
-  });
+    for (int i = r - 2; i >= 0; --i) {  // the next row, as an odometer
+      a += dst.strides.e[i];
+      b += src_strides.e[i];
+      if (++idx[i] < dst.shape.e[i]) break;
+      a -= idx[i] * dst.strides.e[i];
+      b -= idx[i] * src_strides.e[i];
+      idx[i] = 0;
+    }
+  }
+}
+
+KILN_RUNTIME void copy_rows(const view& dst, const dims& src_strides, const std::byte* src) {
+  const auto bytes = static_cast<index_t>(size_of(dst.dt));
+  const int r = dst.shape.rank;
+  if (r == 0) {
+    std::memcpy(dst.p, src, static_cast<std::size_t>(bytes));
+    return;
+  }
+  const index_t w = dst.shape.e[r - 1], rows = w == 0 ? 0 : dst.shape.numel() / w;
+  if (rows == 0) return;
+  if (!split_copy(dst, src_strides, src, bytes)) {
+    copy_row_range(dst, src_strides, src, 0, rows);
+    return;
+  }
+  const index_t grain = std::max<index_t>(1, (index_t{64} << 10) / std::max<index_t>(1, w * bytes));
+  parallel_for(rows, grain, [&](index_t r0, index_t r1) { copy_row_range(dst, src_strides, src, r0, r1); });
 }
 
 KILN_RUNTIME void copy_elements(const view& dst, const view& src) {
   if (dst.shape.numel() == 0) return;
   if (is_contiguous(dst) && is_contiguous(src)) {
-    std::memmove(dst.p, src.p, static_cast<std::size_t>(dst.shape.numel()) * size_of(dst.dt));
+    const index_t n = dst.shape.numel() * static_cast<index_t>(size_of(dst.dt));
+    if (n < parallel_copy_bytes || !(dst.p + n <= src.p || src.p + n <= dst.p)) {
+      std::memmove(dst.p, src.p, static_cast<std::size_t>(n));
+      return;
+    }
+    constexpr index_t piece = index_t{64} << 10;
+    parallel_for((n + piece - 1) / piece, 1, [&](index_t c0, index_t c1) {
+      const index_t from = c0 * piece, to = std::min(n, c1 * piece);
+      std::memcpy(dst.p + from, src.p + from, static_cast<std::size_t>(to - from));
+    });
     return;
   }
   copy_rows(dst, src.strides, src.p);
