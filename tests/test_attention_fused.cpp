@@ -227,15 +227,35 @@ TEST_CASE("fused attention: hand-written attention is rewritten into it (scale, 
   constexpr auto masked =
       matmul(softmax(where(M{}, matmul(Q{}, transpose(KH{})), -std::numeric_limits<double>::infinity())), VH{});
   static_assert(!has_op(plan<std::remove_cvref_t<decltype(masked)>>::schedule.g.nodes, op::attention));
+  // the three spellings: the scale after the product or on q before it, the mask added or
+  // applied with where(m, s, -kiln::inf) (masked_fill's; kiln::inf is a constant)
+  const auto before = matmul(softmax(matmul(Q{} * scale, transpose(KH{})) + A{}), VH{});
+  static_assert(explain(before).matmul_kernels == 0 && explain(before).reduction_kernels == 0);
+  const auto with_where = matmul(softmax(where(M{}, matmul(Q{}, transpose(KH{})) * scale, -kiln::inf)), VH{});
+  static_assert(explain(with_where).matmul_kernels == 0 && explain(with_where).reduction_kernels == 0);
 
   const any_tensor q = kt::random_f64(dims{B, H, TQ, D}), k = kt::random_f64(dims{B, H, TK, D}),
                    v = kt::random_f64(dims{B, H, TK, DV}), a = kt::random_f64(dims{TQ, TK}, -3, 1);
   const std::vector<double> av = kt::values(a);
   const auto added = [&](index_t, index_t, index_t i, index_t j) { return av[static_cast<std::size_t>(i * TK + j)]; };
+  const problem p{B, H, H, TQ, TK, D, DV};
   check_values(eval(hand, Q{} = q, KH{} = k, VH{} = v, A{} = a).any(),
-               attention_by_loops(problem{B, H, H, TQ, TK, D, DV}, kt::values(q), kt::values(k), kt::values(v), scale,
-                                  all_keys, added),
-               1e-12);
+               attention_by_loops(p, kt::values(q), kt::values(k), kt::values(v), scale, all_keys, added), 1e-12);
+  check_values(eval(before, Q{} = q, KH{} = k, VH{} = v, A{} = a).any(),
+               attention_by_loops(p, kt::values(q), kt::values(k), kt::values(v), scale, all_keys, added), 1e-12);
+  auto mt = kt::random<bool, 2>({TQ, TK});
+  for (index_t j = 0; j < TK; ++j) mt(3, j) = false;  // query 3 attends to nothing: NaN, as the math path
+  const any_tensor by_where = eval(with_where, Q{} = q, KH{} = k, VH{} = v, M{} = mt).any();
+  const std::vector<double> want = attention_by_loops(
+      p, kt::values(q), kt::values(k), kt::values(v), scale,
+      [&](index_t, index_t, index_t i, index_t j) { return mt(i, j); }, nothing_added);
+  const std::vector<double> g = kt::values(by_where);
+  REQUIRE(g.size() == want.size());
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    CAPTURE(i);
+    if (std::isnan(want[i])) CHECK(std::isnan(g[i]));
+    else CHECK(kt::close(g[i], want[i], 1e-12, 1e-12));
+  }
   // one k/v head broadcast over the q heads by the matmuls: grouped-query attention, one group
   using K1 = input<"k", f64, shape<B, 1, TK, D>>;
   using V1 = input<"v", f64, shape<B, 1, TK, DV>>;

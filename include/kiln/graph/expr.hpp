@@ -18,8 +18,10 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <concepts>
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <tuple>
 #include <type_traits>
@@ -160,6 +162,21 @@ struct bound : leaf_base<1, 0> {
   static constexpr dtype dt = dtype_of<T>;
   static constexpr dims shape = detail::all_dyn(R);
   static constexpr node make() { return detail::make_node(op::bound, dt, shape); }
+};
+
+/// A rank-0 constant known at compile time (its double's bits as the template argument: clang
+/// 14 takes no floating-point template arguments). Unlike a C++ scalar, which is a run-time
+/// leaf, it is part of the graph: an expression holding only literals and placeholders is pure,
+/// so tracing shares it wherever it appears (a loss under many grad nodes is traced once).
+template <dtype D, std::uint64_t Bits>
+struct literal : leaf_base<0, 0> {
+  static constexpr dtype dt = D;
+  static constexpr dims shape{};
+  static constexpr node make() {
+    node n = detail::make_node(op::constant, D, shape);
+    n.value = std::bit_cast<double>(Bits);
+    return n;
+  }
 };
 
 /// A C++ scalar in an expression (its value is read at run time; its dtype is fixed by the
@@ -387,6 +404,28 @@ concept tensor_operand = expression<T> || detail::is_tensor<std::remove_cvref_t<
 template <class T>
 concept scalar_operand = std::is_arithmetic_v<std::remove_cvref_t<T>>;
 
+/// Infinity as a number the compiler knows: `where(mask, scores, -kiln::inf)`. A C++ number in
+/// an expression is a run-time value (a leaf of the graph, which may change from call to call),
+/// so no pass can tell that it is -inf; kiln::inf enters the graph as a constant of the other
+/// operand's dtype, and the rewrite of hand-written attention reads where(m, s, -kiln::inf) as
+/// a bool mask. (A number known to the compiler has to be a type: clang 14 takes no double
+/// template arguments.)
+template <bool Negative>
+struct infinity_t {
+  constexpr infinity_t<!Negative> operator-() const { return {}; }
+  static constexpr double value =
+      Negative ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+};
+inline constexpr infinity_t<false> inf{};
+
+namespace detail {
+template <class T> struct is_known_scalar : std::false_type {};
+template <bool N> struct is_known_scalar<infinity_t<N>> : std::true_type {};
+}  // namespace detail
+/// A number the compiler knows (kiln::inf, -kiln::inf): a floating-point scalar.
+template <class T>
+concept known_scalar = detail::is_known_scalar<std::remove_cvref_t<T>>::value;
+
 /// The expression node for an operand (a tensor becomes a bound leaf).
 template <tensor_operand X>
 constexpr auto as_expr(const X& x) {
@@ -552,25 +591,31 @@ KILN_ROUNDING(round, op::round)
 KILN_ROUNDING(trunc, op::trunc)
 #undef KILN_ROUNDING
 
-/// where(cond, a, b): a where cond is true, else b; cond must be bool. a or b may be scalars.
+/// where(cond, a, b): a where cond is true, else b; cond must be bool. a or b may be scalars,
+/// or kiln::inf, -kiln::inf.
 template <tensor_operand C, class A, class B>
-  requires((tensor_operand<A> || scalar_operand<A>) && (tensor_operand<B> || scalar_operand<B>))
+  requires((tensor_operand<A> || scalar_operand<A> || known_scalar<A>) &&
+           (tensor_operand<B> || scalar_operand<B> || known_scalar<B>))
 constexpr auto where(const C& c, const A& a, const B& b) {
   using CE = decltype(as_expr(c));
   constexpr bool cond_ok = CE::dt == dtype::boolean;
   (void)error::where_condition_not_bool<CE::dt, cond_ok>::value;
+  constexpr bool a_float = std::is_floating_point_v<A> || known_scalar<A>;
+  constexpr bool b_float = std::is_floating_point_v<B> || known_scalar<B>;
   constexpr dtype d = [] {
     if constexpr (tensor_operand<A> && tensor_operand<B>)
       return promote(decltype(as_expr(a))::dt, decltype(as_expr(b))::dt);
     else if constexpr (tensor_operand<A>)
-      return promote_with_scalar(decltype(as_expr(a))::dt, std::is_floating_point_v<B>);
+      return promote_with_scalar(decltype(as_expr(a))::dt, b_float);
     else if constexpr (tensor_operand<B>)
-      return promote_with_scalar(decltype(as_expr(b))::dt, std::is_floating_point_v<A>);
+      return promote_with_scalar(decltype(as_expr(b))::dt, a_float);
     else
-      return std::is_floating_point_v<A> || std::is_floating_point_v<B> ? dtype::f32 : dtype::i64;
+      return a_float || b_float ? dtype::f32 : dtype::i64;
   }();
   auto side = [](const auto& v) {
-    if constexpr (tensor_operand<decltype(v)>) return to_dtype<d>(as_expr(v));
+    using X = std::remove_cvref_t<decltype(v)>;
+    if constexpr (tensor_operand<X>) return to_dtype<d>(as_expr(v));
+    else if constexpr (known_scalar<X>) return ex::literal<d, std::bit_cast<std::uint64_t>(X::value)>{};
     else return make_scalar<d>(v);
   };
   auto ce = as_expr(c);

@@ -75,21 +75,6 @@ struct rand : node_base<L, Seed> {
   }
 };
 
-/// A rank-0 constant known at compile time (its double's bits as the template argument: clang
-/// 14 takes no floating-point template arguments). Unlike a C++ scalar, which is a run-time
-/// leaf, it is part of the graph: an expression holding only literals and placeholders is pure,
-/// so tracing shares it wherever it appears (a loss under many grad nodes is traced once).
-template <dtype D, std::uint64_t Bits>
-struct literal : leaf_base<0, 0> {
-  static constexpr dtype dt = D;
-  static constexpr dims shape{};
-  static constexpr node make() {
-    node n = detail::make_node(op::constant, D, shape);
-    n.value = std::bit_cast<double>(Bits);
-    return n;
-  }
-};
-
 }  // namespace ex
 
 namespace detail {

@@ -324,11 +324,12 @@ static_assert(first_rule_mismatch() < 0,
 /// Attention written by hand, which decompose emits as sdpa (TorchInductor's fuse_attention
 /// patterns): node i = matmul(softmax(S, last axis), v), the softmax read by nothing else, with
 /// S = q k^T, then optionally times or divided by a rank-0 value s, then optionally plus an
-/// additive mask m, where k^T is a permute of k swapping its last two axes, and q, k, v, m fit
-/// sdpa's shapes with the same result. It becomes sdpa(q * s (or q / s), k, v, m): the scale
-/// moves onto q (T d operations instead of T^2, one rounding moved), and from there into the
-/// fused kernels where s is a positive constant (fold_scale). A bool mask applied with
-/// where(m, S, -inf) is not matched: -inf is a C++ number, a run-time leaf, not a known value.
+/// additive mask m or where(m, S, -inf) for a bool mask m (masked_fill's spelling; the -inf a
+/// constant, kiln::inf: a C++ number is a run-time leaf, whose value no pass knows), where k^T is
+/// a permute of k swapping its last two axes, and q, k, v, m fit sdpa's shapes with the same
+/// result. It becomes sdpa(q * s (or q / s), k, v, m): the scale moves onto q (T d operations
+/// instead of T^2, one rounding moved), and from there into the fused kernels where s is a
+/// positive constant (fold_scale).
 struct attention_pattern {
   int q = -1, k = -1, v = -1, mask = -1, scale = -1;
   op scale_op = op::mul;
@@ -345,7 +346,16 @@ constexpr attention_pattern match_attention(const graph& g, const cvec<int>& use
   const dtype t = sm.dt;
   if (r < 2 || sm.axis != r - 1 || (t != dtype::f32 && t != dtype::f64 && t != dtype::bf16)) return none;
   int x = sm.in[0];
-  if (at(x).o == op::add) {  // scores + mask, either way round
+  const auto minus_inf = [&](int c) {  // a constant -inf, broadcast or reshaped
+    while (at(c).o == op::broadcast || at(c).o == op::reshape) c = at(c).in[0];
+    return at(c).o == op::constant && at(c).value == -std::numeric_limits<double>::infinity();
+  };
+  if (at(x).o == op::where) {  // where(m, scores, -inf)
+    const node& w = at(x);
+    if (at(w.in[0]).dt != dtype::boolean || !minus_inf(w.in[2])) return none;
+    m.mask = w.in[0];
+    x = w.in[1];
+  } else if (at(x).o == op::add) {  // scores + mask, either way round
     const node& a = at(x);
     const op l = at(a.in[0]).o;
     const bool left = l == op::matmul || l == op::mul || l == op::div;
