@@ -746,12 +746,13 @@ inline any_tensor run_attention_grad(const node& n, const any_tensor& q, const a
           const double* vj = &a.v[static_cast<std::size_t>(kvrow * g.dv)];
           double dp = 0;
           for (index_t c = 0; c < g.dv; ++c) dp += doi[c] * vj[c];
-          const double ds = p * (dp - dd);  // (the scaled score's adjoint: q's and k's are scale ds k, scale ds q)
+          // dS = P (dP - D), the scaled score's adjoint; q's and k's carry the scale
+          const double sds = a.scale * p * (dp - dd);
           double* dkv = &res[static_cast<std::size_t>((b * rows + g.h * g.tq + kh * g.tk + j) * w)];
           const double* qi = &a.q[static_cast<std::size_t>(((b * g.h + h) * g.tq + i) * d)];
           for (index_t c = 0; c < d; ++c) {
-            dq[c] += a.scale * ds * kj[c];
-            dkv[c] += a.scale * ds * qi[c];
+            dq[c] += sds * kj[c];
+            dkv[c] += sds * qi[c];
           }
           for (index_t c = 0; c < g.dv; ++c) dkv[d + c] += p * doi[c];
         }

@@ -65,6 +65,15 @@ struct node {
   }
 };
 
+/// The constant node under any reshapes and broadcasts of node i of `nodes` (a constant is rank
+/// 0: one value everywhere, e.g. a gradient's seed 1 reshaped to [1, 1, 1, 1]), or -1.
+template <class Nodes>
+constexpr int constant_under_shapes(const Nodes& nodes, int i) {
+  const auto at = [&](int x) -> const node& { return nodes[static_cast<std::size_t>(x)]; };
+  while (at(i).o == op::reshape || at(i).o == op::broadcast) i = at(i).in[0];
+  return at(i).o == op::constant ? i : -1;
+}
+
 /// Fused attention's attributes (attention, attention_grad): whether it is causal (node.axis),
 /// and the factor of its scores, s = scale q k^T [+ mask] (node.value; decompose folds a
 /// positive constant factor of q into it, which the kernels apply to the score tiles).

@@ -139,18 +139,12 @@ struct simplifier {
   builder& b;
 
   constexpr const node& at(int i) const { return b.at(i); }
-  /// The constant under any reshapes and broadcasts of it (a constant is rank 0: one value
-  /// everywhere), e.g. a gradient's seed 1 reshaped to [1, 1, 1, 1]; else -1.
-  constexpr int through_shape(int i) const {
-    while (at(i).o == op::reshape || at(i).o == op::broadcast) i = at(i).in[0];
-    return at(i).o == op::constant ? i : -1;
-  }
   constexpr bool is_const(int i, double v) const {
-    const int k = through_shape(i);
+    const int k = constant_under_shapes(b.g.nodes, i);
     return k >= 0 && same_bits(at(k).value, v);
   }
   constexpr bool is_zero(int i) const {
-    const int k = through_shape(i);
+    const int k = constant_under_shapes(b.g.nodes, i);
     return k >= 0 && at(k).value == 0;
   }
 

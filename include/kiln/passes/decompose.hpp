@@ -346,9 +346,9 @@ constexpr attention_pattern match_attention(const graph& g, const cvec<int>& use
   const dtype t = sm.dt;
   if (r < 2 || sm.axis != r - 1 || (t != dtype::f32 && t != dtype::f64 && t != dtype::bf16)) return none;
   int x = sm.in[0];
-  const auto minus_inf = [&](int c) {  // a constant -inf, broadcast or reshaped
-    while (at(c).o == op::broadcast || at(c).o == op::reshape) c = at(c).in[0];
-    return at(c).o == op::constant && at(c).value == -std::numeric_limits<double>::infinity();
+  const auto minus_inf = [&](int c) {
+    const int k = constant_under_shapes(g.nodes, c);
+    return k >= 0 && at(k).value == -std::numeric_limits<double>::infinity();
   };
   if (at(x).o == op::where) {  // where(m, scores, -inf)
     const node& w = at(x);

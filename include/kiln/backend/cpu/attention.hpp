@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <type_traits>
 #include <vector>
 
@@ -229,12 +230,12 @@ void exp_row(T* s, T f, T shift, index_t n, T* sum = nullptr, T alpha = T(1)) {
     for (index_t j = 0; j < n; j += 16) {
       const __m512 t = _mm512_fmadd_ps(_mm512_loadu_ps(s + j), log2e, c);
       const __m512 k = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      const __m512 f = _mm512_sub_ps(t, k);
-      __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(1.3276419e-3f), f, _mm512_set1_ps(9.67553e-3f));
-      p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5507135e-2f));
-      p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402212e-1f));
-      p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9314694e-1f));
-      p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0000001f));
+      const __m512 x = _mm512_sub_ps(t, k);
+      __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(1.3276419e-3f), x, _mm512_set1_ps(9.67553e-3f));
+      p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(5.5507135e-2f));
+      p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(2.402212e-1f));
+      p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(6.9314694e-1f));
+      p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(1.0000001f));
       const __m512 e = _mm512_maskz_scalef_ps(_mm512_cmp_ps_mask(t, lo, _CMP_NLT_UQ), p, k);
       _mm512_storeu_ps(s + j, e);
       total = _mm512_add_ps(total, e);
@@ -258,14 +259,6 @@ void exp_row(T* s, T f, T shift, index_t n, T* sum = nullptr, T alpha = T(1)) {
     for (index_t j = 0; j < n; ++j) total += (s[j] = std::exp(s[j] * f - shift));
     if (sum) *sum = *sum * alpha + total;
   }
-}
-
-/// The sum of the n values from x.
-template <class T>
-T sum_of(const T* x, index_t n) {
-  T t = 0;
-  for (index_t i = 0; i < n; ++i) t += x[i];
-  return t;
 }
 
 /// dst[c * stride] = f src[c] for c < n.
@@ -498,7 +491,7 @@ void forward(const view& qv, const view& kv, const view& vv, const view& maskv, 
       const index_t obase = o.base(b, h) + i0 * o.st;
       auto* op = reinterpret_cast<T*>(const_cast<std::byte*>(o.p));
       for (index_t rr = 0; rr < rows; ++rr) {
-        const T lr = sum_of(l.data() + rr * width, width);
+        const T lr = std::accumulate(l.data() + rr * width, l.data() + (rr + 1) * width, T(0));
         const bool empty = lr == T(0);  // every key masked: NaN, as the math reference's softmax
         const T inv = empty ? std::numeric_limits<T>::quiet_NaN() : T(1) / lr;
         T* ar = acc.data() + rr * dvp;

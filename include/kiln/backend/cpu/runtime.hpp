@@ -168,6 +168,8 @@ void copy_row(std::byte* d, index_t ds, const std::byte* s, index_t ss, index_t 
 /// and outputs copied out ran on one thread while the team waited (attention's backward, its
 /// k ++ v and value ++ cotangent, spent an eighth of its time so).
 inline constexpr index_t parallel_copy_bytes = index_t{1} << 20;
+/// The bytes a thread takes at a time of a split copy (enough to amortise taking it).
+inline constexpr index_t copy_piece_bytes = index_t{64} << 10;
 
 /// The bytes [lo, hi) that view-like (p, shape, strides) of `bytes`-sized elements touches.
 inline std::pair<const std::byte*, const std::byte*> byte_span(const std::byte* p, const dims& shape,
@@ -238,7 +240,7 @@ KILN_RUNTIME void copy_rows(const view& dst, const dims& src_strides, const std:
     copy_row_range(dst, src_strides, src, 0, rows);
     return;
   }
-  const index_t grain = std::max<index_t>(1, (index_t{64} << 10) / std::max<index_t>(1, w * bytes));
+  const index_t grain = std::max<index_t>(1, copy_piece_bytes / std::max<index_t>(1, w * bytes));
   parallel_for(rows, grain, [&](index_t r0, index_t r1) { copy_row_range(dst, src_strides, src, r0, r1); });
 }
 
@@ -250,9 +252,8 @@ KILN_RUNTIME void copy_elements(const view& dst, const view& src) {
       std::memmove(dst.p, src.p, static_cast<std::size_t>(n));
       return;
     }
-    constexpr index_t piece = index_t{64} << 10;
-    parallel_for((n + piece - 1) / piece, 1, [&](index_t c0, index_t c1) {
-      const index_t from = c0 * piece, to = std::min(n, c1 * piece);
+    parallel_for((n + copy_piece_bytes - 1) / copy_piece_bytes, 1, [&](index_t c0, index_t c1) {
+      const index_t from = c0 * copy_piece_bytes, to = std::min(n, c1 * copy_piece_bytes);
       std::memcpy(dst.p + from, src.p + from, static_cast<std::size_t>(to - from));
     });
     return;
