@@ -48,6 +48,13 @@ TEST_CASE("fused attention: one kernel, no score matrix in memory, no matmul") {
   static_assert(e.bytes_written.fixed <= 2 * 8 * 256 * (65 + 64) * 4);
   static_assert(e.scratch.fixed < 2 * 8 * 256 * 256 * 4);  // not even one score matrix
   static_assert(has_op(plan<std::remove_cvref_t<decltype(y)>>::schedule.g.nodes, op::attention));
+  // forward and backward: attention_grad reads q, k, v, the forward's value and the cotangent
+  // in place (no concatenation copies them); the kernels are attention, the cotangent 2 y,
+  // attention_grad and dq + dk + dv (q is k and v too)
+  constexpr auto step = outputs(y, grad(sum(y * y), wrt(QF{})));
+  using S = std::remove_cvref_t<decltype(step)>;
+  static_assert(explain(step).kernels == 4);
+  static_assert(has_op(plan<S>::schedule.g.nodes, op::attention_grad) && !has_op(plan<S>::schedule.g.nodes, op::concat));
   // at T = 4096 too: the plan's scratch holds no [T, T] buffer (one would be 64 MiB a head)
   using QL = input<"q", f32, shape<1, 2, 4096, 64>>;
   static_assert(explain(scaled_dot_product_attention(QL{}, QL{}, QL{})).scratch.fixed < 4096 * 4096 * 4);
@@ -276,5 +283,96 @@ TEST_CASE("fused attention: hand-written attention is rewritten into it (scale, 
   for (std::size_t i = 0; i < got.size(); ++i) {
     CAPTURE(i);
     CHECK(kt::difference(ref[i], got[i]) < 1e-12);
+  }
+}
+
+// The primitive itself, beyond what autodiff gives it (the value's cotangent alone, the
+// logsumexp's zero not passed): a cotangent of value ++ logsumexp, as a graph reading the
+// logsumexp would give, checked by central differences of the eager forward in double, and the
+// CPU kernel (f64 and f32, causal, grouped heads, an additive mask) against eager with either
+// form of the cotangent.
+TEST_CASE("attention_grad: a logsumexp cotangent by finite differences; the kernel against eager, either cotangent") {
+  const dims qs{B, H, TQ, D}, ks{B, HK, TK, D}, vs{B, HK, TK, DV}, ms{TQ, TK};
+  for (const bool causal : {false, true}) {
+    node fwd;
+    fwd.o = op::attention;
+    fwd.dt = dtype::f64;
+    fwd.axis = causal ? 1 : 0;
+    fwd.value = 0.3;
+    node bwd = fwd;
+    bwd.o = op::attention_grad;
+    const any_tensor q = kt::random_tensor(f64, qs), k = kt::random_tensor(f64, ks), v = kt::random_tensor(f64, vs),
+                     mask = kt::random_tensor(f64, ms, -1, 1);
+    // (eager's routines, through its one entry for a node)
+    const auto forward = [&](const any_tensor& qq, const any_tensor& kk, const any_tensor& vv) {
+      const any_tensor in[]{qq, kk, vv, mask};
+      return eager::detail::run_node(fwd, in);
+    };
+    const any_tensor y = forward(q, k, v);
+    const auto backward = [&](const any_tensor& gg) {
+      const any_tensor in[]{q, k, v, mask, y, gg};
+      return eager::detail::run_node(bwd, in);
+    };
+    dims gs = y.shape(), vgs = y.shape();
+    vgs.e[3] = DV;
+    const any_tensor g = kt::random_tensor(f64, gs);  // every column, the logsumexp's too
+    any_tensor gv(f64, vgs), gz(f64, gs);             // g's value columns; those with a zero logsumexp column
+    for (index_t row = 0; row < B * H * TQ; ++row)
+      for (index_t c = 0; c <= DV; ++c) {
+        const double x = g.data<double>()[row * (DV + 1) + c];
+        if (c < DV) gv.data<double>()[row * DV + c] = x;
+        gz.data<double>()[row * (DV + 1) + c] = c < DV ? x : 0.0;
+      }
+    const any_tensor grad = backward(g);
+    // d/dx sum(g * attention(q, k, v)) at a few entries of q, k and v, in double
+    const auto loss = [&](const any_tensor& qq, const any_tensor& kk, const any_tensor& vv) {
+      const any_tensor yy = forward(qq, kk, vv);
+      double s = 0;
+      for (index_t i = 0; i < yy.numel(); ++i) s += yy.data<double>()[i] * g.data<double>()[i];
+      return s;
+    };
+    const index_t rows = H * TQ + HK * TK;
+    std::uniform_int_distribution<index_t> pick(0, 1 << 30);
+    for (int which = 0; which < 3; ++which)
+      for (int trial = 0; trial < 6; ++trial) {
+        const any_tensor& x = which == 0 ? q : which == 1 ? k : v;
+        const index_t idx = pick(kt::rng()) % x.numel();
+        const index_t w = x.shape().e[3], row = idx / w, col = idx % w;  // row over [b, heads, t]
+        const index_t b = row / (x.shape().e[1] * x.shape().e[2]), in_b = row % (x.shape().e[1] * x.shape().e[2]);
+        // where the gradient's row lies: dq's rows, then dk ++ dv's, each batch element's in turn
+        const index_t grow = b * rows + (which == 0 ? in_b : H * TQ + in_b), gcol = which == 2 ? D + col : col;
+        const double want_g = grad.data<double>()[grow * (D + DV) + gcol];
+        const double eps = 1e-5, x0 = x.data<double>()[idx];
+        any_tensor xp(f64, x.shape());  // a copy: x's own storage stays as it is
+        xp.copy_from(x);
+        xp.data<double>()[idx] = x0 + eps;
+        const double up = which == 0 ? loss(xp, k, v) : which == 1 ? loss(q, xp, v) : loss(q, k, xp);
+        xp.data<double>()[idx] = x0 - eps;
+        const double down = which == 0 ? loss(xp, k, v) : which == 1 ? loss(q, xp, v) : loss(q, k, xp);
+        // (the loss sums 23k terms: its rounding, over 2 eps, is about 1e-7)
+        CHECK(kt::close((up - down) / (2 * eps), want_g, 1e-5, 1e-6));
+      }
+    // the kernel, f64 and f32, against eager: the full cotangent, and the value's alone against
+    // the full one with a zero logsumexp column
+    const auto on_cpu = [&](dtype dt, const any_tensor& gg) {
+      const auto as = [&](const any_tensor& t) {
+        any_tensor c(dt, t.shape());
+        c.copy_from(t);
+        return c;
+      };
+      const any_tensor qc = as(q), kc = as(k), vc = as(v), mc = as(mask), yc = as(y), gc = as(gg);
+      any_tensor out(dt, grad.shape());
+      const auto view_of = [](const any_tensor& t) { return cpu::detail::view{t.bytes(), t.dt(), t.shape(), t.strides()}; };
+      cpu::detail::run_attention_grad(view_of(qc), view_of(kc), view_of(vc), view_of(mc), view_of(yc), view_of(gc),
+                                      view_of(out), causal, 0.3);
+      return out;
+    };
+    CHECK(kt::difference(grad, on_cpu(f64, g)) < 1e-12);
+    const any_tensor ref_z = backward(gz);
+    CHECK(kt::difference(ref_z, backward(gv)) < 1e-14);
+    CHECK(kt::difference(ref_z, on_cpu(f64, gv)) < 1e-12);
+    any_tensor ref32(f32, grad.shape());
+    ref32.copy_from(grad);
+    CHECK(kt::difference(ref32, on_cpu(f32, g)) < 2e-4);
   }
 }

@@ -708,33 +708,26 @@ inline any_tensor run_attention(const node& n, const any_tensor& q, const any_te
 
 /// Rows of dq, then of dk ++ dv (ops.hpp), by the chain rule through the softmax in double:
 /// dS = P (dP - D), dP = dO v^T, D = rowsum(dO o) - g_lse.
-inline any_tensor run_attention_grad(const node& n, const any_tensor& q, const any_tensor& kv, const any_tensor& mask,
-                                     const any_tensor& og) {
-  const int r = q.rank();
-  const shape_result rs = attention_grad_shape(q.shape(), kv.shape(), mask.shape(), og.shape());
-  if (!rs.ok) throw shape_error("attention_grad", q.shape(), kv.shape(), "do not match as q and k ++ v");
-  const index_t d = q.shape().e[r - 1];
-  dims ks = kv.shape(), vs = kv.shape();
-  ks.e[r - 1] = d;
-  vs.e[r - 1] = kv.shape().e[r - 1] - d;
-  attention_reference a(n, q, ks, vs, mask);
+inline any_tensor run_attention_grad(const node& n, const any_tensor& q, const any_tensor& k, const any_tensor& v,
+                                     const any_tensor& mask, const any_tensor& y, const any_tensor& go) {
+  const shape_result rs = attention_grad_shape(q.shape(), k.shape(), v.shape(), mask.shape(), y.shape(), go.shape());
+  if (!rs.ok) throw shape_error("attention_grad", q.shape(), k.shape(), "do not match as q and k, or y and its cotangent");
+  attention_reference a(n, q, k.shape(), v.shape(), mask);
   const attention_geometry& g = a.g;
-  const std::vector<double> kvd = dense_f64(kv, kv.shape()), ogd = dense_f64(og, og.shape());
-  const index_t w = d + g.dv, ow = 2 * (g.dv + 1);
-  a.k.resize(static_cast<std::size_t>(g.lead * g.hk * g.tk * d));
-  a.v.resize(static_cast<std::size_t>(g.lead * g.hk * g.tk * g.dv));
-  for (index_t row = 0; row < g.lead * g.hk * g.tk; ++row) {
-    for (index_t c = 0; c < d; ++c) a.k[static_cast<std::size_t>(row * d + c)] = kvd[static_cast<std::size_t>(row * w + c)];
-    for (index_t c = 0; c < g.dv; ++c) a.v[static_cast<std::size_t>(row * g.dv + c)] = kvd[static_cast<std::size_t>(row * w + d + c)];
-  }
+  const index_t d = g.d, w = d + g.dv, yw = g.dv + 1, gw = go.shape().e[go.rank() - 1];
+  a.k = dense_f64(k, k.shape());
+  a.v = dense_f64(v, v.shape());
+  const std::vector<double> yd = dense_f64(y, y.shape()), gd = dense_f64(go, go.shape());
   const index_t rows = g.h * g.tq + g.hk * g.tk;
   std::vector<double> res(static_cast<std::size_t>(g.lead * rows * w), 0.0), s(static_cast<std::size_t>(g.tk));
   for (index_t b = 0; b < g.lead; ++b)
     for (index_t h = 0; h < g.h; ++h)
       for (index_t i = 0; i < g.tq; ++i) {
         a.scores(b, h, i, s);
-        const double* oi = &ogd[static_cast<std::size_t>(((b * g.h + h) * g.tq + i) * ow)];
-        const double lse = oi[g.dv], *doi = oi + g.dv + 1, glse = oi[2 * g.dv + 1];
+        const index_t qrow = (b * g.h + h) * g.tq + i;
+        const double* oi = &yd[static_cast<std::size_t>(qrow * yw)];
+        const double* doi = &gd[static_cast<std::size_t>(qrow * gw)];
+        const double lse = oi[g.dv], glse = gw > g.dv ? doi[g.dv] : 0.0;
         double dd = -glse;
         for (index_t c = 0; c < g.dv; ++c) dd += doi[c] * oi[c];
         const index_t kh = h / (g.h / g.hk);
@@ -989,7 +982,7 @@ KILN_RUNTIME any_tensor run_node(const node& n, const any_tensor* in) {
         case op::cumprod: return run_scan(n, in[0]);
         case op::argsort: return run_argsort(n, in[0]);
         case op::attention: return run_attention(n, in[0], in[1], in[2], in[3]);
-        case op::attention_grad: return run_attention_grad(n, in[0], in[1], in[2], in[3]);
+        case op::attention_grad: return run_attention_grad(n, in[0], in[1], in[2], in[3], in[4], in[5]);
         default: break;
       }
       break;
@@ -1029,7 +1022,7 @@ KILN_RUNTIME std::vector<any_tensor> run_graph(const graph_span& g, const std::v
       vals[i] = v;
       continue;
     }
-    any_tensor in[4];
+    any_tensor in[max_inputs];
     for (int j = 0; j < n.nin(); ++j) in[j] = vals[static_cast<std::size_t>(n.in[j])];
     vals[i] = detail::run_node(n, in);
   }
@@ -1060,7 +1053,7 @@ std::vector<any_tensor> run_schedule(const S& s, const std::vector<any_tensor>& 
   auto plain_shape = [&](int i) {
     for (; plain_done <= static_cast<std::size_t>(i); ++plain_done) {
       const node& x = g.nodes[plain_done];
-      any_tensor in[4];
+      any_tensor in[max_inputs];
       for (int j = 0; j < x.nin(); ++j) in[j] = plain[static_cast<std::size_t>(x.in[j])];
       plain[plain_done] = kind_of(x.o) == op_kind::leaf ? leaves[static_cast<std::size_t>(x.slot)] : detail::run_node(x, in);
     }
@@ -1073,7 +1066,7 @@ std::vector<any_tensor> run_schedule(const S& s, const std::vector<any_tensor>& 
     const node& x = g.nodes[static_cast<std::size_t>(i)];
     if (kind_of(x.o) == op_kind::leaf) return leaves[static_cast<std::size_t>(x.slot)];
     if (s.kernel_of[static_cast<std::size_t>(i)] < 0) {
-      any_tensor in[4];
+      any_tensor in[max_inputs];
       for (int j = 0; j < x.nin(); ++j) in[j] = self(self, x.in[j], values && reads_input_values(x.o, j));
       return detail::run_node(x, in);
     }
@@ -1090,7 +1083,7 @@ std::vector<any_tensor> run_schedule(const S& s, const std::vector<any_tensor>& 
     for (std::size_t i = 0; i < n; ++i) {
       if (s.kernel_of[i] != k) continue;
       const node& x = g.nodes[i];
-      any_tensor in[4];
+      any_tensor in[max_inputs];
       for (int j = 0; j < x.nin(); ++j) in[j] = value(value, x.in[j], reads_input_values(x.o, j));
       vals[i] = detail::run_node(x, in);
       shapes[i] = vals[i].shape();

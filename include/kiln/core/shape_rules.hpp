@@ -236,30 +236,27 @@ constexpr shape_result attention_shape(const dims& q, const dims& k, const dims&
   return s;
 }
 
-/// attention_grad(q, kv, mask, og) -> [..., h tq + hk tk, d + dv]: rows of dq (its first d
-/// columns) then rows of dk ++ dv, for kv = k ++ v and og = attention's value ++ its cotangent.
-constexpr shape_result attention_grad_shape(const dims& q, const dims& kv, const dims& mask, const dims& og) {
-  if (q.poisoned() || kv.poisoned() || mask.poisoned() || og.poisoned()) return poisoned_result();
+/// attention_grad(q, k, v, mask, y, g) -> [..., h tq + hk tk, d + dv]: rows of dq (its first d
+/// columns) then rows of dk ++ dv, for y = attention(q, k, v, mask) and g its cotangent, of y
+/// [..., h, tq, dv + 1] or of its value alone [..., h, tq, dv] (the logsumexp's cotangent zero).
+constexpr shape_result attention_grad_shape(const dims& q, const dims& k, const dims& v, const dims& mask,
+                                            const dims& y, const dims& g) {
+  if (q.poisoned() || k.poisoned() || v.poisoned() || mask.poisoned() || y.poisoned() || g.poisoned())
+    return poisoned_result();
   const shape_result bad{dims::poison(), false};
   const int r = q.rank;
-  if (r < 2 || kv.rank != r || og.rank != r) return bad;
-  const index_t d = q.e[r - 1], w = kv.e[r - 1];
-  if (d == dyn || w == dyn || w <= d) return bad;
-  dims k = kv, v = kv;
-  k.e[r - 1] = d;
-  v.e[r - 1] = w - d;
   const shape_result a = attention_shape(q, k, v, mask);
-  if (!a.ok) return bad;
-  dims want_og = a.shape;
-  want_og.e[r - 1] *= 2;
+  if (!a.ok || y.rank != r || g.rank != r) return bad;
   for (int i = 0; i < r; ++i)
-    if (!extents_compatible(og.e[i], want_og.e[i])) return bad;
-  const index_t h = r >= 3 ? q.e[r - 3] : 1, hk = r >= 3 ? kv.e[r - 3] : 1;
+    if (!extents_compatible(y.e[i], a.shape.e[i]) ||
+        !(extents_compatible(g.e[i], a.shape.e[i]) || (i == r - 1 && g.e[i] == a.shape.e[i] - 1)))
+      return bad;
+  const index_t h = r >= 3 ? q.e[r - 3] : 1, hk = r >= 3 ? k.e[r - 3] : 1;
   dims out;
   out.rank = r >= 3 ? r - 1 : 2;
   for (int i = 0; i < r - 3; ++i) out.e[i] = q.e[i];
-  out.e[out.rank - 2] = h * q.e[r - 2] + hk * kv.e[r - 2];
-  out.e[out.rank - 1] = w;
+  out.e[out.rank - 2] = h * q.e[r - 2] + hk * k.e[r - 2];
+  out.e[out.rank - 1] = q.e[r - 1] + v.e[r - 1];
   return {out, true};
 }
 

@@ -36,11 +36,14 @@ struct axis_perm {
   friend constexpr bool operator==(axis_perm a, axis_perm b) { return a.bits == b.bits; }
 };
 
+/// The most inputs a node takes (attention_grad's six; every other op four at most).
+inline constexpr int max_inputs = 6;
+
 struct node {
   op o = op::input;
   dtype dt = dtype::f32;
   dims shape{};                      ///< static shape: extents or dyn
-  int in[4]{-1, -1, -1, -1};  ///< inputs, by node index; nin() of them are used (a C array: cheap in constant evaluation)
+  int in[max_inputs]{-1, -1, -1, -1, -1, -1};  ///< inputs, by node index; nin() of them are used (a C array: cheap in constant evaluation)
 
   // attributes, by op
   std::uint32_t axes = 0;      ///< reductions: bit i set = reduce axis i of the input; rand: its stream
@@ -331,15 +334,14 @@ constexpr inferred infer(const node& x, In in) {
         case op::attention:
         case op::attention_grad: {
           const dtype t = in(0).dt;
-          if ((t != dtype::f32 && t != dtype::f64) || in(1).dt != t || (x.o == op::attention && in(2).dt != t))
+          if ((t != dtype::f32 && t != dtype::f64) || in(1).dt != t || in(2).dt != t)
             return fail("attention needs q, k and v of one dtype, f32 or f64");
-          if (in(x.o == op::attention ? 3 : 2).dt != dtype::boolean && in(x.o == op::attention ? 3 : 2).dt != t)
-            return fail("attention's mask is bool or of q's dtype");
+          if (in(3).dt != dtype::boolean && in(3).dt != t) return fail("attention's mask is bool or of q's dtype");
           if (x.o == op::attention)
             return from(t, attention_shape(in(0).shape, in(1).shape, in(2).shape, in(3).shape),
                         "attention shapes do not match (static heads, lengths and head sizes)");
-          if (in(3).dt != t) return fail("attention_grad's value and cotangent are not of q's dtype");
-          return from(t, attention_grad_shape(in(0).shape, in(1).shape, in(2).shape, in(3).shape),
+          if (in(4).dt != t || in(5).dt != t) return fail("attention_grad's value and cotangent are not of q's dtype");
+          return from(t, attention_grad_shape(in(0).shape, in(1).shape, in(2).shape, in(3).shape, in(4).shape, in(5).shape),
                       "attention_grad shapes do not match");
         }
         default: return fail("an unknown movement op");
@@ -405,7 +407,7 @@ constexpr const char* check_graph(const G& g) {
     if (x.shape.rank < 0 || x.shape.rank > max_rank) return "node shape has an invalid rank";
     for (int j = 0; j < x.nin(); ++j)
       if (x.in[j] < 0 || x.in[j] >= i) return "node input is not an earlier node";
-    for (int j = x.nin(); j < 4; ++j)
+    for (int j = x.nin(); j < max_inputs; ++j)
       if (x.in[j] != -1) return "node has more inputs than its op takes";
     switch (kind_of(x.o)) {
       case op_kind::leaf:

@@ -45,9 +45,10 @@ enum class op : std::uint8_t {
   gather, scatter_add, unfold, fold, cumsum, cumprod, argsort,
   // fused attention, also a kernel of its own (kind movement: a routine per backend, no fusion):
   // attention(q, k, v, mask) is sdpa's value with the logsumexp of each score row appended,
-  // [..., h, tq, dv + 1]; attention_grad(q, kv, mask, og) takes kv = k ++ v and og = that value ++
-  // its cotangent along the last axis and gives dq's rows then dk ++ dv's rows,
-  // [..., h tq + hk tk, d + dv] (shape_rules.hpp); node.axis 1 = causal, node.value the scores'
+  // [..., h, tq, dv + 1]; attention_grad(q, k, v, mask, y, g) takes that value y and its
+  // cotangent g (of y, or of its first dv columns: the logsumexp's cotangent zero) and gives dq's
+  // rows then dk ++ dv's rows, [..., h tq + hk tk, d + dv] (shape_rules.hpp); node.axis 1 =
+  // causal, node.value the scores'
   // factor: s = value q k^T [+ mask] (attention_causal, attention_scale in graph.hpp)
   attention, attention_grad,
   // rand(like, seed): uniform [0, 1) f32 values shaped like `like` (not read), element i being
@@ -174,7 +175,7 @@ inline constexpr op_info op_table[] = {
     row("cumprod", K::movement, 1),
     row("argsort", K::movement, 1),
     row("attention", K::movement, 4),
-    row("attention_grad", K::movement, 4),
+    row("attention_grad", K::movement, 6),
     row("rand", K::random, 2, 0, 1),
     row("softmax", K::composite, 1, decomposed),
     row("log_softmax", K::composite, 1, decomposed),

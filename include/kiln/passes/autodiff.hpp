@@ -302,7 +302,7 @@ struct differ {
   /// already summed to the input's shape.
   constexpr void vjp(int i, int g, const bool* active, int* out) {
     const node y = at(i);
-    for (int j = 0; j < 4; ++j) out[j] = -1;
+    for (int j = 0; j < max_inputs; ++j) out[j] = -1;
     const auto in_shape = [&](int j) { return at(y.in[j]).shape; };
     switch (kind_of(y.o)) {
       case op_kind::unary: out[0] = scale(g, unary_factor(i)); return;
@@ -412,8 +412,9 @@ struct differ {
   }
 
   /// Reverse mode: q, k and v's adjoints from the fused backward kernel (FlashAttention-2's: it
-  /// recomputes the scores tile by tile), which reads k ++ v and y ++ g; a float mask's adjoint
-  /// is dS = P (dP - D), dP = g_o v^T, D = rowsum(g_o o) - g_lse, built from primitives.
+  /// recomputes the scores tile by tile), which reads q, k, v, the mask, y and g in place; a
+  /// float mask's adjoint is dS = P (dP - D), dP = g_o v^T, D = rowsum(g_o o) - g_lse, built
+  /// from primitives.
   constexpr void attention_vjp(int i, int g, const bool* active, int* out) {
     const node y = at(i);
     const dims qs = at(y.in[0]).shape, ks = at(y.in[1]).shape, vs = at(y.in[2]).shape;
@@ -421,9 +422,14 @@ struct differ {
     const attention_geometry a(qs, ks, vs);
     const index_t d = a.d, dv = a.dv, q_rows = a.h * a.tq;
     if (active[0] || active[1] || active[2]) {
-      const int kv = b.concat(y.in[1], y.in[2], r - 1);
-      const int og = b.concat(i, g, r - 1);
-      const int gr = b.attention_grad(y.in[0], kv, y.in[3], og, attention_causal(y), attention_scale(y));
+      // the usual cotangent is the value's alone, padded with the logsumexp's zero (slice_vjp):
+      // the kernel takes it unpadded
+      int go = g;
+      if (const node gn = at(g); gn.o == op::concat && gn.axis == r - 1 && at(gn.in[0]).shape.e[r - 1] == dv) {
+        const int z = constant_under_shapes(b.g.nodes, gn.in[1]);
+        if (z >= 0 && at(z).value == 0) go = gn.in[0];
+      }
+      const int gr = b.attention_grad(y.in[0], y.in[1], y.in[2], y.in[3], i, go, attention_causal(y), attention_scale(y));
       const int rows = at(gr).shape.rank - 2, cols = rows + 1;
       if (active[0]) {
         const int dq_rows = b.slice(gr, rows, 0, q_rows, 1);
@@ -548,7 +554,7 @@ struct differ {
   /// Forward mode: the tangent of node i from its inputs' tangents t (-1: zero tangent).
   constexpr int jvp(int i, const int* t) {
     const node y = at(i);
-    bool active[4]{};
+    bool active[max_inputs]{};
     for (int j = 0, nj = y.nin(); j < nj; ++j) active[j] = t[j] >= 0;
     switch (kind_of(y.o)) {
       case op_kind::unary: return scale(t[0], unary_factor(i));
@@ -661,9 +667,9 @@ struct differ {
       const int g = adj[static_cast<std::size_t>(i)];
       const node x = at(i);
       if (g < 0 || x.nin() == 0) continue;
-      bool in_active[4]{};
+      bool in_active[max_inputs]{};
       for (int j = 0, nj = x.nin(); j < nj; ++j) in_active[j] = active[static_cast<std::size_t>(x.in[j])] != 0;
-      int contrib[4];
+      int contrib[max_inputs];
       vjp(i, g, in_active, contrib);
       for (int j = 0, nj = x.nin(); j < nj; ++j) {
         if (contrib[j] < 0 || !in_active[j]) continue;
@@ -685,7 +691,7 @@ struct differ {
     for (int i = x + 1; i <= y; ++i) {
       if (!active[static_cast<std::size_t>(i)]) continue;
       const node n = at(i);
-      int t[4]{-1, -1, -1, -1};
+      int t[max_inputs]{-1, -1, -1, -1, -1, -1};
       for (int j = 0, nj = n.nin(); j < nj; ++j) t[j] = tan[static_cast<std::size_t>(n.in[j])];
       tan[static_cast<std::size_t>(i)] = jvp(i, t);
     }

@@ -185,7 +185,7 @@ struct builder {
     return emit_inferred(n);
   }
   /// Fused attention (graph/ops.hpp): the value with each row's logsumexp appended, and the
-  /// gradients of q and of k ++ v from it and its cotangent og.
+  /// gradients of q, k and v from it and its cotangent g.
   constexpr int attention(int q, int k, int v, int mask, bool causal, double scale = 1) {
     node n = with_inputs(op::attention, q, k, v);
     n.in[3] = mask;
@@ -193,9 +193,11 @@ struct builder {
     n.value = scale;
     return emit_inferred(n);
   }
-  constexpr int attention_grad(int q, int kv, int mask, int og, bool causal, double scale = 1) {
-    node n = with_inputs(op::attention_grad, q, kv, mask);
-    n.in[3] = og;
+  constexpr int attention_grad(int q, int k, int v, int mask, int y, int g, bool causal, double scale = 1) {
+    node n = with_inputs(op::attention_grad, q, k, v);
+    n.in[3] = mask;
+    n.in[4] = y;
+    n.in[5] = g;
     n.axis = causal ? 1 : 0;
     n.value = scale;
     return emit_inferred(n);

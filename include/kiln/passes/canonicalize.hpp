@@ -84,7 +84,7 @@ constexpr bool same_bits(double a, double b) { return std::bit_cast<std::uint64_
 /// than named placeholders are never equal to another node: their values come from outside.
 constexpr bool same_node(const node& a, const node& b) {
   if (a.o != b.o || a.dt != b.dt || a.in[0] != b.in[0] || a.in[1] != b.in[1] || a.in[2] != b.in[2] ||
-      a.in[3] != b.in[3] || !(a.shape == b.shape))
+      a.in[3] != b.in[3] || a.in[4] != b.in[4] || a.in[5] != b.in[5] || !(a.shape == b.shape))
     return false;
   if (a.o == op::bound || a.o == op::scalar) return false;
   if (a.o == op::input || a.o == op::param) return a.label() == b.label();

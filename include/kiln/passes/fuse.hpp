@@ -268,7 +268,7 @@ struct fuser {
       stack.pop_back();
       if (ko[y] != deferred) continue;
       const node& n = nd[y];
-      int reads[4]{no_kernel, no_kernel, no_kernel, no_kernel};
+      int reads[max_inputs]{no_kernel, no_kernel, no_kernel, no_kernel, no_kernel, no_kernel};
       for (int j = 0, nj = n.nin(); j < nj; ++j) {
         const int r = operand_kernel(n.in[j]);
         if (r == deferred) stack.push_back(n.in[j]);
@@ -297,8 +297,9 @@ struct fuser {
       // join[j]: the kernel computing operand j, which this node may join; dep[j]: the kernel
       // whose buffer operand j reads (through views too); inline_[j]: operand j is a deferred
       // pointwise value of this node's shape, computed inside whichever kernel this node joins
-      int join[4]{no_kernel, no_kernel, no_kernel, no_kernel}, deps[4]{no_kernel, no_kernel, no_kernel, no_kernel};
-      bool inline_[4]{false, false, false, false};
+      int join[max_inputs]{no_kernel, no_kernel, no_kernel, no_kernel, no_kernel, no_kernel};
+      int deps[max_inputs]{no_kernel, no_kernel, no_kernel, no_kernel, no_kernel, no_kernel};
+      bool inline_[max_inputs]{};
       const bool pointwise = fuse_table.f[static_cast<int>(n.o)] & fuse_flags::pointwise;
       for (int j = 0, nj = n.nin(); j < nj; ++j) {
         const int in = n.in[j];

@@ -265,6 +265,8 @@ void exp_row(T* s, T f, T shift, index_t n, T* sum = nullptr, T alpha = T(1)) {
 template <class T>
 void put_row(T* dst, index_t stride, const T* src, index_t n, T f = T(1)) {
   if (stride == 1 && f == T(1)) std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(T));
+  else if (stride == 1)  // (a loop the compiler vectorises)
+    for (index_t c = 0; c < n; ++c) dst[c] = f * src[c];
   else
     for (index_t c = 0; c < n; ++c) dst[c * stride] = f * src[c];
 }
@@ -505,21 +507,14 @@ void forward(const view& qv, const view& kv, const view& vv, const view& maskv, 
 }
 
 template <class T, class Arch>
-void backward(const view& qv, const view& kvv, const view& maskv, const view& ogv, const view& out, bool causal,
-              double scale) {
+void backward(const view& qv, const view& kv, const view& vv, const view& maskv, const view& yv, const view& gv,
+              const view& out, bool causal, double scale) {
   using cfg = gemm_config<T, Arch>;
   const int r = qv.shape.rank;
-  const index_t d = qv.shape.e[r - 1], wkv = kvv.shape.e[r - 1];
-  dims ks = kvv.shape, vs = kvv.shape;
-  ks.e[r - 1] = d;
-  vs.e[r - 1] = wkv - d;
-  const attention_geometry g(qv.shape, ks, vs);
-  view kview = kvv, vview = kvv;
-  kview.shape = ks;
-  vview.shape = vs;
-  vview.p = kvv.p + d * kvv.strides.e[r - 1] * static_cast<index_t>(sizeof(T));
-  const operand q(qv, r, qv.shape), k(kview, r, ks), v(vview, r, vs), og(ogv, r, ogv.shape);
-  const mask_ref mk(maskv, r, attention_geometry::scores(qv.shape, ks));
+  const attention_geometry g(qv.shape, kv.shape, vv.shape);
+  const operand q(qv, r, qv.shape), k(kv, r, kv.shape), v(vv, r, vv.shape), y(yv, r, yv.shape), go(gv, r, gv.shape);
+  const bool glse = gv.shape.e[r - 1] > g.dv;  // the logsumexp's cotangent given (else zero)
+  const mask_ref mk(maskv, r, attention_geometry::scores(qv.shape, kv.shape));
   const score_factors<T> sf(scale, mk);
   const T sc = static_cast<T>(scale);  // dq = sc dS k, dk = sc dS^T q: applied as they are written
   const index_t group = g.h / g.hk, width = cfg::width;
@@ -551,19 +546,21 @@ void backward(const view& qv, const view& kvv, const view& maskv, const view& og
       dd.assign(static_cast<std::size_t>(nq), T(0));
       lse.assign(static_cast<std::size_t>(nq), T(0));
       for (index_t gh = 0; gh < group; ++gh) {
-        const index_t h = kh * group + gh, qb = q.base(b, h), ob = og.base(b, h);
+        const index_t h = kh * group + gh, qb = q.base(b, h), yb = y.base(b, h), gb = go.base(b, h);
         for (index_t i = 0; i < g.tq; ++i) {
-          const index_t row = gh * g.tq + i;
+          const index_t row = gh * g.tq + i, yi = yb + i * y.st, gi = gb + i * go.st;
           q.row(qb + i * q.st, g.d, qp.data() + row * dp);
-          const index_t oi = ob + i * og.st;
-          T sum = -og.at<T>(oi + (2 * g.dv + 1) * og.sc);
-          for (index_t c = 0; c < g.dv; ++c) {
-            const T dov = og.at<T>(oi + (g.dv + 1 + c) * og.sc);
-            dop[static_cast<std::size_t>(row * dvp + c)] = dov;
-            sum += dov * og.at<T>(oi + c * og.sc);
+          T* dor = dop.data() + row * dvp;
+          go.row(gi, g.dv, dor);
+          T sum = glse ? -go.at<T>(gi + g.dv * go.sc) : T(0);
+          if (y.sc == 1) {
+            const T* yr = reinterpret_cast<const T*>(y.p) + yi;
+            for (index_t c = 0; c < g.dv; ++c) sum += dor[c] * yr[c];
+          } else {
+            for (index_t c = 0; c < g.dv; ++c) sum += dor[c] * y.at<T>(yi + c * y.sc);
           }
           dd[static_cast<std::size_t>(row)] = sum;
-          lse[static_cast<std::size_t>(row)] = og.at<T>(oi + g.dv * og.sc);
+          lse[static_cast<std::size_t>(row)] = y.at<T>(yi + g.dv * y.sc);
         }
       }
       const index_t obase = out_base(b);
@@ -600,7 +597,9 @@ void backward(const view& qv, const view& kvv, const view& maskv, const view& og
       for (index_t row = 0; row < nq; ++row) {  // the group's q heads are consecutive
         T* dst = res + obase + (kh * group * g.tq + row) * ors;
         put_row(dst, ocs, dq.data() + row * dp, g.d, sc);
-        for (index_t c = 0; c < g.dv; ++c) dst[(g.d + c) * ocs] = T(0);
+        if (ocs == 1) std::fill(dst + g.d, dst + g.d + g.dv, T(0));
+        else
+          for (index_t c = 0; c < g.dv; ++c) dst[(g.d + c) * ocs] = T(0);
       }
     }
   });
@@ -617,12 +616,12 @@ void run_attention(const view& q, const view& k, const view& v, const view& mask
   else attn::forward<float, Arch>(q, k, v, mask, out, causal, scale);
 }
 
-/// attention_grad(q, k ++ v, mask, value ++ cotangent) into out [..., h tq + hk tk, d + dv].
+/// attention_grad(q, k, v, mask, y, g) into out [..., h tq + hk tk, d + dv].
 template <class Arch = gemm_arch>
-void run_attention_grad(const view& q, const view& kv, const view& mask, const view& og, const view& out, bool causal,
-                        double scale) {
-  if (q.dt == dtype::f64) attn::backward<double, Arch>(q, kv, mask, og, out, causal, scale);
-  else attn::backward<float, Arch>(q, kv, mask, og, out, causal, scale);
+void run_attention_grad(const view& q, const view& k, const view& v, const view& mask, const view& y, const view& g,
+                        const view& out, bool causal, double scale) {
+  if (q.dt == dtype::f64) attn::backward<double, Arch>(q, k, v, mask, y, g, out, causal, scale);
+  else attn::backward<float, Arch>(q, k, v, mask, y, g, out, causal, scale);
 }
 
 }  // namespace kiln::cpu::detail

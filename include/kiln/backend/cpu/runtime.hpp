@@ -466,8 +466,8 @@ KILN_RUNTIME void state::resolve_shapes() {
             what = "do not match as attention's q [..., h, tq, d] and k [..., hk, tk, d]";
             break;
           case op::attention_grad:
-            m = attention_grad_shape(in(0), in(1), in(2), in(3));
-            what = "do not match as attention's q [..., h, tq, d] and k ++ v [..., hk, tk, d + dv]";
+            m = attention_grad_shape(in(0), in(1), in(2), in(3), in(4), in(5));
+            what = "do not match as attention's q [..., h, tq, d], k [..., hk, tk, d], its value and their cotangent";
             break;
           default: break;
         }

@@ -222,8 +222,8 @@ void single_movement(state& st, int x) {
     run_attention(st.view_of(n.in[0]), st.view_of(n.in[1]), st.view_of(n.in[2]), st.view_of(n.in[3]), out,
                   attention_causal(n), attention_scale(n));
   else if constexpr (O == op::attention_grad)
-    run_attention_grad(st.view_of(n.in[0]), st.view_of(n.in[1]), st.view_of(n.in[2]), st.view_of(n.in[3]), out,
-                       attention_causal(n), attention_scale(n));
+    run_attention_grad(st.view_of(n.in[0]), st.view_of(n.in[1]), st.view_of(n.in[2]), st.view_of(n.in[3]),
+                       st.view_of(n.in[4]), st.view_of(n.in[5]), out, attention_causal(n), attention_scale(n));
   else static_assert(O == op::gather, "kiln: cpu: no routine for this movement op");
 }
 
