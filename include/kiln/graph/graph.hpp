@@ -38,12 +38,16 @@ struct axis_perm {
 
 /// The most inputs a node takes (attention_grad's six; every other op four at most).
 inline constexpr int max_inputs = 6;
+// node::in and the per-input arrays of the passes (fuse.hpp, autodiff.hpp) spell out one
+// initialiser per input: a larger max_inputs must extend them, or its extra inputs read as 0
+static_assert(max_inputs == 6, "extend the per-input initialisers");
 
 struct node {
   op o = op::input;
   dtype dt = dtype::f32;
   dims shape{};                      ///< static shape: extents or dyn
-  int in[max_inputs]{-1, -1, -1, -1, -1, -1};  ///< inputs, by node index; nin() of them are used (a C array: cheap in constant evaluation)
+  /// inputs, by node index; nin() of them are used (a C array: cheap in constant evaluation)
+  int in[max_inputs]{-1, -1, -1, -1, -1, -1};
 
   // attributes, by op
   std::uint32_t axes = 0;      ///< reductions: bit i set = reduce axis i of the input; rand: its stream

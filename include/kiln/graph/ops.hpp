@@ -48,8 +48,8 @@ enum class op : std::uint8_t {
   // [..., h, tq, dv + 1]; attention_grad(q, k, v, mask, y, g) takes that value y and its
   // cotangent g (of y, or of its first dv columns: the logsumexp's cotangent zero) and gives dq's
   // rows then dk ++ dv's rows, [..., h tq + hk tk, d + dv] (shape_rules.hpp); node.axis 1 =
-  // causal, node.value the scores'
-  // factor: s = value q k^T [+ mask] (attention_causal, attention_scale in graph.hpp)
+  // causal, node.value the scores' factor: s = value q k^T [+ mask] (attention_causal,
+  // attention_scale in graph.hpp)
   attention, attention_grad,
   // rand(like, seed): uniform [0, 1) f32 values shaped like `like` (not read), element i being
   // philox(seed, stream = node.axes).uniform24(i); seed is a rank-0 i64 value
