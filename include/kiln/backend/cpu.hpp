@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <map>
 #include <mutex>
 #include <span>
@@ -285,18 +284,18 @@ KILN_RUNTIME std::vector<any_tensor> run_plan(const schedule_ref& s, std::span<c
                                               const std::vector<any_tensor>* into, scratch_cache& cache) {
   // the profiler (debug/profiler.hpp): one atomic load per call when nothing records
   profiling::recorder* const prof = profiling::active();
-  using clock = std::chrono::steady_clock;
-  const clock::time_point called = prof ? clock::now() : clock::time_point{};
+  using profiling::now;
+  const std::int64_t called = prof ? now() : 0;
   state st(s, leaves);
   st.resolve_shapes();
   run_memory r = prepare(st, into, cache);
   materialise(st, r, -1);
   double call_bytes = 0, call_flops = 0;
   const std::uint64_t call = prof ? prof->next_call() : 0;
-  clock::time_point team_from{}, body_end{};
+  std::int64_t team_from = 0, body_end = 0;
   // the call's time outside its kernels, in rows of their own: shapes and memory (new outputs
   // and scratch: page faults), and outputs copied out of other values
-  if (prof) prof->add("(shapes and memory)", false, call, called, clock::now(), 0, 0);
+  if (prof) prof->add("(shapes and memory)", false, call, called, now(), 0, 0);
   auto copies = [&](int k) {
     for (std::size_t q = 0; q < r.outs.size(); ++q)
       if (!r.computed[q] && r.after[q] == k) return true;
@@ -311,36 +310,36 @@ KILN_RUNTIME std::vector<any_tensor> run_plan(const schedule_ref& s, std::span<c
       return;
     }
     const plan_profile& pp = profile_of(s, kernels.size());
-    if (team_from != clock::time_point{}) prof->add("(threads: the team's start)", false, call, team_from, clock::now(), 0, 0);
+    if (team_from != 0) prof->add("(threads: the team's start)", false, call, team_from, now(), 0, 0);
     for (std::size_t k = 0; k < kernels.size(); ++k) {
-      const clock::time_point t0 = clock::now();
+      const std::int64_t t0 = now();
       kernels[k].run(st, kernels[k].b);
-      const clock::time_point t1 = clock::now();
+      const std::int64_t t1 = now();
       const auto [bytes, flops] = kernel_cost(st, pp.kernels[k]);
       call_bytes += bytes;
       call_flops += flops;
       prof->add(pp.kernels[k].name, false, call, t0, t1, bytes, flops);
       if (copies(static_cast<int>(k))) {
         materialise(st, r, static_cast<int>(k));
-        prof->add("(outputs copied)", false, call, t1, clock::now(), 0, 0);
+        prof->add("(outputs copied)", false, call, t1, now(), 0, 0);
       }
     }
-    body_end = clock::now();
+    body_end = now();
   };
   // One team of threads for the whole call, also for one kernel: the team's threads are kiln's
   // pool, awake for a while after a call, where a kernel's own parallel region would wake
   // OpenMP's (asleep after every region under OMP_WAIT_POLICY=passive). Not for small plans,
   // which would pay the team's start and never thread (see opens_team).
   if (opens_team(st)) {
-    if (prof) team_from = clock::now();
+    if (prof) team_from = now();
     with_team(all);
     // the team's end: the caller waits for workers still in the team (long where the machine is
     // busy and a worker waits for a core)
-    if (prof) prof->add("(threads: the team's end)", false, call, body_end, clock::now(), 0, 0);
+    if (prof) prof->add("(threads: the team's end)", false, call, body_end, now(), 0, 0);
   } else {
     all();
   }
-  if (prof) prof->add(profile_of(s, kernels.size()).name, true, call, called, clock::now(), call_bytes, call_flops);
+  if (prof) prof->add(profile_of(s, kernels.size()).name, true, call, called, now(), call_bytes, call_flops);
   return std::move(r.outs);
 }
 #endif  // KILN_DEFINE_RUNTIME

@@ -21,7 +21,6 @@
 #pragma once
 
 #include <algorithm>
-#include <chrono>
 #include <concepts>
 #include <condition_variable>
 #include <cstdint>
@@ -181,10 +180,10 @@ class loader {
       std::unique_lock<std::mutex> l(m_);
       if (ready_[s] != k) {  // not gathered yet: the step waits for its data
         profiling::recorder* prof = profiling::active();
-        const auto t0 = std::chrono::steady_clock::now();
+        const std::int64_t t0 = profiling::now();
         cv_.wait(l, [&] { return ready_[s] == k || error_; });
-        const auto t1 = std::chrono::steady_clock::now();
-        waited_ += std::chrono::duration<double>(t1 - t0).count();
+        const std::int64_t t1 = profiling::now();
+        waited_ += static_cast<double>(t1 - t0) / 1e9;
         if (prof) prof->add("(waiting for data)", false, 0, t0, t1, 0, 0);
       }
       if (error_) std::rethrow_exception(error_);

@@ -12,7 +12,6 @@
 #include <mutex>
 #include <ostream>
 #include <span>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -21,6 +20,10 @@
 #include "../graph/graph.hpp"
 #include "../graph/trace.hpp"
 #include "../passes/pipeline.hpp"
+
+#if KILN_DEFINE_RUNTIME
+#include <sstream>
+#endif
 
 namespace kiln {
 

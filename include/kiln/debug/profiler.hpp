@@ -19,21 +19,24 @@
 // nothing records, a plan run pays one atomic load. One recorder at a time.
 #pragma once
 
-#include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <filesystem>
 #include <map>
 #include <mutex>
-#include <stdexcept>
 #include <string>
-#include <system_error>
 #include <vector>
 
 #include "../core/config.hpp"
+
+#if KILN_DEFINE_RUNTIME
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+#include <system_error>
+#endif
 
 namespace kiln {
 
@@ -56,6 +59,9 @@ struct totals {
   bool plan = false;
 };
 
+/// Now, in nanoseconds of std::chrono::steady_clock: the time stamps recorder::add takes.
+KILN_RUNTIME std::int64_t now();
+
 /// What one recording holds (thread-safe).
 class recorder {
  public:
@@ -63,16 +69,13 @@ class recorder {
   static constexpr std::size_t max_events = 2'000'000;
 
   KILN_RUNTIME recorder();
-  std::chrono::steady_clock::time_point start() const { return start_; }
-  /// Microseconds from the start to t.
-  double at(std::chrono::steady_clock::time_point t) const {
-    return std::chrono::duration<double, std::micro>(t - start_).count();
-  }
+  /// Microseconds from the start to t (a time stamp of now()).
+  double at(std::int64_t t) const { return static_cast<double>(t - start_) / 1e3; }
   /// A new plan call's number.
   std::uint64_t next_call() { return calls_.fetch_add(1, std::memory_order_relaxed) + 1; }
-  /// Records a span of `name`.
-  KILN_RUNTIME void add(const std::string& name, bool plan, std::uint64_t call, std::chrono::steady_clock::time_point t0,
-                        std::chrono::steady_clock::time_point t1, double bytes, double flops);
+  /// Records a span of `name`, from t0 to t1 (time stamps of now()).
+  KILN_RUNTIME void add(const std::string& name, bool plan, std::uint64_t call, std::int64_t t0, std::int64_t t1,
+                        double bytes, double flops);
 
   KILN_RUNTIME std::vector<event> events() const;
   KILN_RUNTIME std::vector<std::string> names() const;
@@ -81,12 +84,12 @@ class recorder {
   /// The trace, Chrome's JSON trace format (an object with "traceEvents").
   KILN_RUNTIME std::string trace_json() const;
   /// Writes trace_json() to `path` (throws std::filesystem::filesystem_error if it cannot).
-  KILN_RUNTIME void write_trace(const std::filesystem::path& path) const;
+  KILN_RUNTIME void write_trace(const std::string& path) const;
   /// The summary, one row per name, kernels sorted by total time, then the plans.
   KILN_RUNTIME std::string table(std::size_t rows = 40) const;
 
  private:
-  std::chrono::steady_clock::time_point start_;
+  std::int64_t start_;
   std::atomic<std::uint64_t> calls_{0}, dropped_{0};
   mutable std::mutex m_;
   std::vector<event> events_;
@@ -108,7 +111,7 @@ KILN_RUNTIME std::uint32_t thread_number();
 /// to `trace` unless it is empty. Throws std::logic_error if another recording is on.
 class profiler {
  public:
-  KILN_RUNTIME explicit profiler(std::filesystem::path trace = {});
+  KILN_RUNTIME explicit profiler(std::string trace = {});
   KILN_RUNTIME ~profiler();
   profiler(const profiler&) = delete;
   profiler& operator=(const profiler&) = delete;
@@ -119,19 +122,22 @@ class profiler {
 
  private:
   profiling::recorder r_;
-  std::filesystem::path trace_;
+  std::string trace_;
   bool on_ = false;
 };
 
 #if KILN_DEFINE_RUNTIME
 namespace profiling {
 
-KILN_RUNTIME recorder::recorder() : start_(std::chrono::steady_clock::now()) {}
+KILN_RUNTIME std::int64_t now() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
-KILN_RUNTIME void recorder::add(const std::string& name, bool plan, std::uint64_t call,
-                                std::chrono::steady_clock::time_point t0, std::chrono::steady_clock::time_point t1,
+KILN_RUNTIME recorder::recorder() : start_(now()) {}
+
+KILN_RUNTIME void recorder::add(const std::string& name, bool plan, std::uint64_t call, std::int64_t t0, std::int64_t t1,
                                 double bytes, double flops) {
-  const double s = at(t0), d = std::chrono::duration<double, std::micro>(t1 - t0).count();
+  const double s = at(t0), d = static_cast<double>(t1 - t0) / 1e3;
   const std::uint32_t tid = thread_number();
   std::lock_guard<std::mutex> l(m_);
   totals& t = totals_[name];
@@ -202,7 +208,7 @@ KILN_RUNTIME std::string recorder::trace_json() const {
   return j;
 }
 
-KILN_RUNTIME void recorder::write_trace(const std::filesystem::path& path) const {
+KILN_RUNTIME void recorder::write_trace(const std::string& path) const {
   const std::string j = trace_json();
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (!f)
@@ -289,7 +295,7 @@ KILN_RUNTIME std::atomic<recorder*>& current() {
 
 }  // namespace profiling
 
-KILN_RUNTIME profiler::profiler(std::filesystem::path trace) : trace_(std::move(trace)) {
+KILN_RUNTIME profiler::profiler(std::string trace) : trace_(std::move(trace)) {
   profiling::recorder* none = nullptr;
   if (!profiling::current().compare_exchange_strong(none, &r_, std::memory_order_acq_rel))
     throw std::logic_error("kiln::profiler: another recording is on (a profiler, or KILN_PROFILE)");

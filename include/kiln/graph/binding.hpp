@@ -30,6 +30,7 @@
 #include "../core/error.hpp"
 #include "../core/expr_fwd.hpp"
 #include "../core/fixed_string.hpp"
+#include "../core/pack.hpp"
 #include "../core/tensor.hpp"
 #include "graph.hpp"
 #include "ops.hpp"
@@ -234,12 +235,12 @@ class tensor_set<std::tuple<P...>> : public typed_feeds_base {
   template <class Q>
   tensor_type<Q>& get() {
     if constexpr (index_of<Q>() < 0) return not_in_set<Q>();
-    else return std::get<static_cast<std::size_t>(index_of<Q>())>(t_);
+    else return detail::get<static_cast<std::size_t>(index_of<Q>())>(t_);
   }
   template <class Q>
   const tensor_type<Q>& get() const {
     if constexpr (index_of<Q>() < 0) return not_in_set<Q>();
-    else return std::get<static_cast<std::size_t>(index_of<Q>())>(t_);
+    else return detail::get<static_cast<std::size_t>(index_of<Q>())>(t_);
   }
 
   /// Whether a placeholder of the set has this run-time name.
@@ -284,11 +285,9 @@ class tensor_set<std::tuple<P...>> : public typed_feeds_base {
   /// The typed tensors' handles, for the code that does not depend on the placeholder types
   /// (each typed tensor is its handle; the set owns them, so writing through one is sound).
   std::array<any_tensor*, sizeof...(P)> slots() const {
-    return std::apply(
-        [](const tensor_type<P>&... t) {
-          return std::array<any_tensor*, sizeof...(P)>{const_cast<any_tensor*>(&t.any())...};
-        },
-        t_);
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return std::array<any_tensor*, sizeof...(P)>{const_cast<any_tensor*>(&detail::get<I>(t_).any())...};
+    }(std::index_sequence_for<P...>{});
   }
 
   template <class Q>
@@ -298,7 +297,7 @@ class tensor_set<std::tuple<P...>> : public typed_feeds_base {
     return none;
   }
 
-  std::tuple<tensor_type<P>...> t_;
+  detail::pack<tensor_type<P>...> t_;  // (not a std::tuple: core/pack.hpp says why)
 };
 
 #if KILN_DEFINE_RUNTIME

@@ -9,8 +9,9 @@
 //   double l = tr.step(X{} = xb, Y{} = yb);             // forward, backward, update: one plan
 //
 // An optimizer is a type with a rule `update(p, g, states...)` that returns the new parameter and
-// the new states as expressions of the parameter p, its gradient g and its state placeholders
-// (SGD's momentum buffer, Adam's moments). training_step() differentiates the loss, applies the
+// the new states (a kiln::detail::pack: make_pack(p', states'...), core/pack.hpp) as expressions
+// of the parameter p, its gradient g and its state placeholders (SGD's momentum buffer, Adam's
+// moments), which `states<P>` lists (a std::tuple of their types). training_step() differentiates the loss, applies the
 // rule to every parameter, and returns kiln::outputs(loss, p1', states1'..., p2', ...): one graph,
 // so the fusion pass puts each update into the kernel that computes its gradient where it can,
 // and the plan holds forward, backward and update together. Hyperparameters are rank-0 inputs
@@ -32,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "../core/pack.hpp"
 #include "../eval.hpp"
 
 namespace kiln::optim {
@@ -100,7 +102,7 @@ struct sgd {
   template <class P, class G>
   static constexpr auto update(const P& p, const G& g) {
     constexpr dtype D = P::dt;
-    return std::tuple{p - hp<D, "lr">() * (g + hp<D, "weight_decay">() * p)};
+    return kiln::detail::make_pack(p - hp<D, "lr">() * (g + hp<D, "weight_decay">() * p));
   }
   hyper_values<"lr", "weight_decay"> hypers(std::int64_t) const { return {{lr, weight_decay}}; }
 };
@@ -122,7 +124,7 @@ struct sgd_momentum {
     auto gd = g + hp<D, "weight_decay">() * p;
     // the first step's b = g is b = 0 b + 1 g: the trainer feeds the factors of each step
     auto nb = hp<D, "buf_keep">() * b + hp<D, "buf_take">() * gd;
-    return std::tuple{p - hp<D, "lr">() * (hp<D, "dir_grad">() * gd + hp<D, "dir_buf">() * nb), nb};
+    return kiln::detail::make_pack(p - hp<D, "lr">() * (hp<D, "dir_grad">() * gd + hp<D, "dir_buf">() * nb), nb);
   }
   hyper_values<"lr", "weight_decay", "buf_keep", "buf_take", "dir_grad", "dir_buf"> hypers(std::int64_t step) const {
     const bool first = step == 1;
@@ -141,7 +143,7 @@ constexpr auto adam_rule(const P& p, const G& g, const M& m, const V& v) {
   auto nm = m + hp<D, "one_minus_beta1">() * (gd - m);
   auto nv = v + hp<D, "one_minus_beta2">() * (gd * gd - v);
   auto np = p * hp<D, "decay">() - hp<D, "step_size">() * nm / (sqrt(nv) * hp<D, "inv_sqrt_bc2">() + hp<D, "eps">());
-  return std::tuple{np, nm, nv};
+  return kiln::detail::make_pack(np, nm, nv);
 }
 using adam_hyper_values =
     hyper_values<"l2", "one_minus_beta1", "one_minus_beta2", "decay", "step_size", "inv_sqrt_bc2", "eps">;
@@ -202,15 +204,20 @@ struct no_clipping {
 };
 
 namespace detail {
+/// Calls f(S{}...) for the state placeholders S of a std::tuple<S...> (as a type: no tuple is made).
+template <class States, class F>
+constexpr decltype(auto) for_states(F&& f) {
+  return [&]<class... S>(std::tuple<S...>*) -> decltype(auto) { return f(S{}...); }(static_cast<States*>(nullptr));
+}
 template <class Opt, class P, class G>
 constexpr auto update_one(const G& g) {
-  return std::apply([&](auto... s) { return Opt::update(P{}, g, s...); }, typename Opt::template states<P>{});
+  return for_states<typename Opt::template states<P>>([&](auto... s) { return Opt::update(P{}, g, s...); });
 }
 template <class... G>
 constexpr auto squared_norm(const G&... g) {
   return (sum(g * g) + ...);
 }
-/// The updates of a training step, one std::tuple (new parameter, new states...) per parameter,
+/// The updates of a training step, one pack (new parameter, new states...) per parameter,
 /// each reached by its position through its own base (`group_at<K>(u)`): a std::tuple of them,
 /// or std::tuple_cat, would instantiate std::get or tuple_cat's steps once per parameter with
 /// every update's type in their names (long names are what g++ 12 pays for: docs/build-cost.md).
@@ -261,9 +268,9 @@ constexpr auto training_step(const L& loss, std::tuple<P...>, const Opt& = {}, c
       }
     }();
     constexpr auto& at =
-        detail::flat_positions_of<std::tuple_size_v<decltype(detail::update_one<Opt, P>(std::get<I>(gs)))>...>;
+        detail::flat_positions_of<decltype(detail::update_one<Opt, P>(std::get<I>(gs)))::size...>;
     return [&]<std::size_t... F>(std::index_sequence<F...>) {
-      return outputs(loss, std::get<at[F].second>(detail::group_at<at[F].first>(ups))...);
+      return outputs(loss, kiln::detail::get<at[F].second>(detail::group_at<at[F].first>(ups))...);
     }(std::make_index_sequence<at.size()>{});
   }(std::index_sequence_for<P...>{});
 }
@@ -277,8 +284,8 @@ std::vector<std::pair<std::string, std::string>> update_names(std::tuple<P...>) 
       [&] {
         const std::string owner(P::name.view());
         names.emplace_back(owner, owner);
-        std::apply([&](auto... s) { (names.emplace_back(std::string(decltype(s)::name.view()), owner), ...); },
-                   typename Opt::template states<P>{});
+        detail::for_states<typename Opt::template states<P>>(
+            [&](auto... s) { (names.emplace_back(std::string(decltype(s)::name.view()), owner), ...); });
       }(),
       ...);
   return names;

@@ -11,28 +11,15 @@
 // would pay for waking them; they keep spinning for pool::worker_spin after the call.
 #pragma once
 
-#include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <exception>
-#include <functional>
-#include <mutex>
-#include <thread>
-#include <vector>
 
 #include "../../core/config.hpp"
-#include "../../core/env.hpp"
 
 // (KILN_HAVE_OPENMP, which the CMake target also defines, is no longer needed: -fopenmp alone
 // gives OpenMP, as a user building without CMake expects)
 #if defined(_OPENMP) && !defined(KILN_NO_OPENMP)
 #define KILN_USE_OPENMP 1
-#include <omp.h>
-#endif
-#if defined(__unix__) || defined(__APPLE__)
-#include <pthread.h>
 #endif
 
 namespace kiln::cpu {
@@ -56,6 +43,98 @@ inline long& split_loops() {
   thread_local long n = 0;
   return n;
 }
+
+class team;
+/// The team this thread runs a compiled call with, if any.
+inline team*& current_team() {
+  thread_local team* t = nullptr;
+  return t;
+}
+}  // namespace detail
+
+/// Threads used by the CPU backend's parallel loops.
+inline int num_threads() { return detail::thread_setting().load(std::memory_order_relaxed); }
+/// Sets the thread count (at least 1); returns the previous one.
+inline int set_num_threads(int n) {
+  return detail::thread_setting().exchange(n > 0 ? n : 1, std::memory_order_relaxed);
+}
+
+/// Chunks per thread of a parallel_for with enough work for them: threads take the next
+/// chunk when done with one, so a thread that another process delays (a shared machine) or
+/// that meets slower memory holds up the others by one chunk at most, not by half the work.
+inline constexpr int chunks_per_thread = 8;
+
+namespace detail {
+/// A parallel_for or with_team body behind a pointer. The threads' code (the split, OpenMP's
+/// regions, the pool's and a team's jobs) is run-time code compiled once, not once per lambda
+/// that a kernel hands parallel_for: each such instantiation used to carry two outlined OpenMP
+/// regions and the pool's fallback, and clang's OpenMP optimisation of a unit grew with them.
+struct body_ref {
+  void (*call)(void*, index_t, index_t);
+  void* ctx;
+};
+KILN_RUNTIME void parallel_for_ref(index_t n, index_t grain, body_ref fn, int per_thread);
+KILN_RUNTIME void with_team_ref(body_ref body);
+/// fn(begin, end), or with Nullary fn(), behind a body_ref.
+template <bool Nullary, class Fn>
+body_ref body_of(Fn& fn) {
+  return {[](void* c, index_t b, index_t e) {
+            if constexpr (Nullary) (*static_cast<Fn*>(c))();
+            else (*static_cast<Fn*>(c))(b, e);
+          },
+          const_cast<void*>(static_cast<const void*>(&fn))};
+}
+}  // namespace detail
+
+/// Calls fn(begin, end) on contiguous chunks that cover [0, n), in parallel when there are at
+/// least 2 * grain items and more than one thread: up to per_thread chunks per thread (each
+/// of at least `grain` items), as equal as possible, taken in order by whichever thread is
+/// free; with per_thread = 1, one chunk for each thread. Each call sees a non-empty range. fn
+/// must not throw.
+template <class F>
+void parallel_for(index_t n, index_t grain, F&& fn, int per_thread = chunks_per_thread) {
+  detail::parallel_for_ref(n, grain, detail::body_of<false>(fn), per_thread);
+}
+
+/// Runs body() on the calling thread with a team of num_threads() threads (more than one, not
+/// already inside kiln's or the program's parallel region): the other threads serve the
+/// parallel_for calls of body (detail::team), spinning between them, so a compiled call wakes
+/// its threads at most once rather than once per threaded kernel. The team's other threads are
+/// kiln's pool, whose workers spin for pool::worker_spin after a job before they sleep, so calls
+/// in quick succession find them awake; an OpenMP region's threads would be asleep again after
+/// every call under OMP_WAIT_POLICY=passive (the bench's setting), and waking them would cost
+/// every call of a small product a noticeable share of its time. Where another thread's call
+/// holds the pool, the team is an OpenMP region (OpenMP builds) or there is none (body's
+/// parallel_for calls then run on the calling thread while the pool is held). The caller does
+/// not wait for pool workers that have not woken up by the end of body. An exception from
+/// body() ends the team and is rethrown here.
+template <class F>
+void with_team(F&& body) {
+  detail::with_team_ref(detail::body_of<true>(body));
+}
+}  // namespace kiln::cpu
+
+// The pool, teams and the threads' code: run-time code only (a unit that only declares it
+// does not parse <thread>, <condition_variable> and the rest).
+#if KILN_DEFINE_RUNTIME
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "../../core/env.hpp"
+#if defined(KILN_USE_OPENMP)
+#include <omp.h>
+#endif
+#if defined(__unix__) || defined(__APPLE__)
+#include <pthread.h>
+#endif
+
+namespace kiln::cpu::detail {
 
 /// Waits until done() holds: spins (yielding the core to any thread that wants it) for up to
 /// `spin`, then returns false if it still does not hold.
@@ -203,13 +282,7 @@ class team {
   std::atomic<int> pending_{0};
   std::atomic<bool> closed_{false};
 };
-/// The team this thread runs a compiled call with, if any.
-inline team*& current_team() {
-  thread_local team* t = nullptr;
-  return t;
-}
 
-#if KILN_DEFINE_RUNTIME
 KILN_RUNTIME int default_threads() {
   // (at most 65536, which also keeps the count within an int)
   if (const auto n = kiln::detail::env_integer("KILN_NUM_THREADS", 1))
@@ -390,54 +463,34 @@ KILN_RUNTIME void team::take(std::uint64_t g) {
     v = next_.load(std::memory_order_acquire);
   }
 }
-#endif  // KILN_DEFINE_RUNTIME
-}  // namespace detail
 
-/// Threads used by the CPU backend's parallel loops.
-inline int num_threads() { return detail::thread_setting().load(std::memory_order_relaxed); }
-/// Sets the thread count (at least 1); returns the previous one.
-inline int set_num_threads(int n) {
-  return detail::thread_setting().exchange(n > 0 ? n : 1, std::memory_order_relaxed);
-}
-
-/// Chunks per thread of a parallel_for with enough work for them: threads take the next
-/// chunk when done with one, so a thread that another process delays (a shared machine) or
-/// that meets slower memory holds up the others by one chunk at most, not by half the work.
-inline constexpr int chunks_per_thread = 8;
-
-/// Calls fn(begin, end) on contiguous chunks that cover [0, n), in parallel when there are at
-/// least 2 * grain items and more than one thread: up to per_thread chunks per thread (each
-/// of at least `grain` items), as equal as possible, taken in order by whichever thread is
-/// free; with per_thread = 1, one chunk for each thread. Each call sees a non-empty range. fn
-/// must not throw.
-template <class F>
-void parallel_for(index_t n, index_t grain, F&& fn, int per_thread = chunks_per_thread) {
+KILN_RUNTIME void parallel_for_ref(index_t n, index_t grain, body_ref fn, int per_thread) {
   if (n <= 0) return;
   if (grain < 1) grain = 1;
   const index_t by_grain = n / grain;
-  detail::team* const team = detail::current_team();
-  const int threads = static_cast<int>(std::min<index_t>(team ? team->size() : num_threads(), by_grain > 1 ? by_grain : 1));
-  if (threads <= 1 || detail::in_parallel_region()) {
-    fn(index_t{0}, n);
+  team* const t = current_team();
+  const int threads = static_cast<int>(std::min<index_t>(t ? t->size() : num_threads(), by_grain > 1 ? by_grain : 1));
+  if (threads <= 1 || in_parallel_region()) {
+    fn.call(fn.ctx, index_t{0}, n);
     return;
   }
   const int chunks = static_cast<int>(std::min<index_t>(index_t{threads} * std::max(1, per_thread), by_grain));
   auto chunk = [&](int c) {
     const index_t b = n * c / chunks, e = n * (c + 1) / chunks;
     if (b >= e) return;
-    detail::in_parallel_region() = true;
-    fn(b, e);
-    detail::in_parallel_region() = false;
+    in_parallel_region() = true;
+    fn.call(fn.ctx, b, e);
+    in_parallel_region() = false;
   };
-  if (team) {
+  if (t) {
     const std::function<void(int)> job = chunk;
-    team->run(chunks, job);
-    ++detail::split_loops();
+    t->run(chunks, job);
+    ++split_loops();
     return;
   }
-  detail::watch_fork();
+  watch_fork();
 #if defined(KILN_USE_OPENMP)
-  if (!detail::forked_child()) {
+  if (!forked_child()) {
     if (chunks == threads) {
 #pragma omp parallel for num_threads(threads) schedule(static, 1)
       for (int c = 0; c < chunks; ++c) chunk(c);
@@ -445,7 +498,7 @@ void parallel_for(index_t n, index_t grain, F&& fn, int per_thread = chunks_per_
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
       for (int c = 0; c < chunks; ++c) chunk(c);
     }
-    ++detail::split_loops();
+    ++split_loops();
     return;
   }
 #endif
@@ -453,40 +506,27 @@ void parallel_for(index_t n, index_t grain, F&& fn, int per_thread = chunks_per_
   // the pool: this loop then runs on the calling thread rather than wait for it (a body that
   // waits for this thread would never end).
   const std::function<void(int)> job = chunk;
-  if (detail::pool::get().try_run(chunks, threads, job)) ++detail::split_loops();
-  else fn(index_t{0}, n);
+  if (pool::get().try_run(chunks, threads, job)) ++split_loops();
+  else fn.call(fn.ctx, index_t{0}, n);
 }
 
-/// Runs body() on the calling thread with a team of num_threads() threads (more than one, not
-/// already inside kiln's or the program's parallel region): the other threads serve the
-/// parallel_for calls of body (detail::team), spinning between them, so a compiled call wakes
-/// its threads at most once rather than once per threaded kernel. The team's other threads are
-/// kiln's pool, whose workers spin for pool::worker_spin after a job before they sleep, so calls
-/// in quick succession find them awake; an OpenMP region's threads would be asleep again after
-/// every call under OMP_WAIT_POLICY=passive (the bench's setting), and waking them would cost
-/// every call of a small product a noticeable share of its time. Where another thread's call
-/// holds the pool, the team is an OpenMP region (OpenMP builds) or there is none (body's
-/// parallel_for calls then run on the calling thread while the pool is held). The caller does
-/// not wait for pool workers that have not woken up by the end of body. An exception from
-/// body() ends the team and is rethrown here.
-template <class F>
-void with_team(F&& body) {
+KILN_RUNTIME void with_team_ref(body_ref body) {
   const int threads = num_threads();
   bool in_omp = false;
 #if defined(KILN_USE_OPENMP)
   in_omp = omp_in_parallel();
 #endif
-  if (threads > 1 && !detail::in_parallel_region() && !detail::current_team() && !in_omp) {
+  if (threads > 1 && !in_parallel_region() && !current_team() && !in_omp) {
     std::exception_ptr error;
-    detail::team t;
+    team t;
     auto lead = [&] {
-      if (t.size() > 1) detail::current_team() = &t;
+      if (t.size() > 1) current_team() = &t;
       try {
-        body();
+        body.call(body.ctx, 0, 0);
       } catch (...) {
         error = std::current_exception();
       }
-      detail::current_team() = nullptr;
+      current_team() = nullptr;
       t.close();
     };
     t.set_size(threads);
@@ -496,12 +536,12 @@ void with_team(F&& body) {
     };
     // The caller, done with body, takes the serve() chunks of workers that have not woken up
     // (they return at once, the team being closed) rather than wait for them to wake.
-    if (detail::pool::get().try_run(threads, threads, job, true)) {
+    if (pool::get().try_run(threads, threads, job, true)) {
       if (error) std::rethrow_exception(error);
       return;
     }
 #if defined(KILN_USE_OPENMP)
-    if (!detail::forked_child()) {
+    if (!forked_child()) {
 #pragma omp parallel num_threads(threads)
       {
         if (omp_get_thread_num() != 0) {
@@ -516,7 +556,8 @@ void with_team(F&& body) {
     }
 #endif
   }
-  body();
+  body.call(body.ctx, 0, 0);
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::detail
+#endif  // KILN_DEFINE_RUNTIME

@@ -35,12 +35,37 @@ namespace kiln::cpu::detail {
 /// Kernels whose run-time shapes do not fit one loop nest, and kernels with concat or iota, run
 /// their nodes one at a time into temporaries. Each node's code depends only on its op and
 /// dtypes, so these instantiations are shared by every kernel and expression.
+///
+/// A pointwise node alone: its operands' and result's addresses and strides (run-time code,
+/// run_single_pointwise) and, per op and dtypes, only the loop over one row (single_row).
+using single_row_fn = void (*)(std::byte* const* p, const index_t* is, index_t n);
+KILN_RUNTIME void run_single_pointwise(state& st, int x, single_row_fn row);
+
+/// n elements of node D: operand j at p[j] + i is[j] (j < 3), the result at p[3] + i is[3].
+template <ndesc D>
+void single_row(std::byte* const* p, const index_t* is, index_t n) {
+  using M = simd::scalar;
+  frame<4, 1> f;
+  nargs a;
+  a.idx = {0, 1, 2};
+  a.out = 3;
+  regs<M, 1> r;
+  accs<M, 1> acc;
+  for (index_t i = 0; i < n; ++i) {
+    for (std::size_t j = 0; j < 4; ++j) f.p[j] = p[j] + i * is[j];
+    node_step<M, D, act::compute_store, false, false>(r, acc, f, 0, 1, 0, a);
+  }
+}
+
 template <ndesc D>
 void single_pointwise(state& st, int x) {
-  using M = simd::scalar;
+  run_single_pointwise(st, x, &single_row<D>);
+}
+
+#if KILN_DEFINE_RUNTIME
+KILN_RUNTIME void run_single_pointwise(state& st, int x, single_row_fn row) {
   const node& n = st.at(x);
   const view out = st.dest[static_cast<std::size_t>(x)];
-  frame<4, 1> f;
   std::array<std::byte*, 4> base{};
   std::array<dims, 4> strides{};
   for (int j = 0; j < n.nin(); ++j) {
@@ -60,20 +85,25 @@ void single_pointwise(state& st, int x) {
   base[3] = out.p;
   strides[3] = out.strides;
   for (int a = 0; a < out.shape.rank; ++a) strides[3].e[a] *= static_cast<index_t>(size_of(out.dt));
-  nargs a;
-  a.idx = {0, 1, 2};
-  a.out = 3;
-  regs<M, 1> r;
-  accs<M, 1> acc;
-  for_each_index(out.shape, [&](const index_t* idx) {
+  if (out.shape.numel() == 0) return;
+  // rows along the innermost axis (a rank-0 result is one row of one element)
+  const int inner = out.shape.rank - 1;
+  const index_t len = inner >= 0 ? out.shape.e[inner] : 1;
+  std::array<index_t, 4> is{};
+  for (std::size_t j = 0; j < 4; ++j) is[j] = inner >= 0 ? strides[j].e[inner] : 0;
+  dims outer = out.shape;
+  if (inner >= 0) outer.rank = inner;
+  for_each_index(outer, [&](const index_t* idx) {
+    std::array<std::byte*, 4> p{};
     for (std::size_t j = 0; j < 4; ++j) {
       index_t off = 0;
-      for (int d = 0; d < out.shape.rank; ++d) off += idx[d] * strides[j].e[d];
-      f.p[j] = base[j] + off;
+      for (int d = 0; d < outer.rank; ++d) off += idx[d] * strides[j].e[d];
+      p[j] = base[j] + off;
     }
-    node_step<M, D, act::compute_store, false, false>(r, acc, f, 0, 1, 0, a);
+    row(p.data(), is.data(), len);
   });
 }
+#endif  // KILN_DEFINE_RUNTIME
 
 template <op O, dtype D>
 void single_reduce(state& st, int x) {
