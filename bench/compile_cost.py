@@ -142,7 +142,7 @@ def programs_suite(a):
     # kiln with KILN_SEPARATE_COMPILATION: each program links the run-time object that
     # <kiln/src.hpp> compiles once per compiler (its cost is the row "runtime (src.hpp)")
     sep_flags = kiln_flags + ['-DKILN_SEPARATE_COMPILATION']
-    for prog in PROGRAMS[1:]:
+    for prog in PROGRAMS:
         jobs.append((prog, 'kiln-separate', os.path.join(here, f'kiln_{prog}.cpp'), sep_flags))
     jobs.append(('fashion_mnist_example', 'kiln-separate', os.path.join(ROOT, 'examples', 'train_fashion_mnist.cpp'),
                  sep_flags + [f'-I{os.path.join(ROOT, "examples")}']))

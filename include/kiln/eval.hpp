@@ -49,7 +49,7 @@ namespace detail {
 /// C++ scalars in place (tensor i to slot tensor_slot[i], scalar i to scalar_slot[i]); the
 /// placeholders' slots are left for the caller. Not a template: an expression type passes its
 /// arrays as spans (build cost, docs/build-cost.md).
-KILN_RUNTIME std::vector<any_tensor> leaves_with_data(std::span<const node> nodes, int n_leaves,
+KILN_LAZY std::vector<any_tensor> leaves_with_data(std::span<const node> nodes, int n_leaves,
                                                       std::span<const int> tensor_slot,
                                                       std::span<const any_tensor> tensors,
                                                       std::span<const int> scalar_slot,
@@ -72,14 +72,14 @@ inline void check_bound(const any_tensor& t, dtype dt, const dims& shape, const 
 /// Checks each tensor of a typed feed against its placeholder (info[i]) and puts it in the leaf
 /// table at its slots (slots[offsets[i]] .. slots[offsets[i + 1]]): what binding by type does,
 /// compiled once rather than per placeholder type. Every tensor is checked before any is bound.
-KILN_RUNTIME void bind_tensors(std::vector<any_tensor>& leaves, std::span<const slot_info> info,
+KILN_LAZY void bind_tensors(std::vector<any_tensor>& leaves, std::span<const slot_info> info,
                                std::span<const any_tensor* const> tensors, std::span<const int> offsets,
                                std::span<const int> slots);
 }  // namespace detail
 
 namespace detail {
 /// Binds the placeholders of a graph's nodes from `feeds` into its leaf table (bind_leaves).
-KILN_RUNTIME std::vector<any_tensor> bind_feeds(std::span<const node> nodes, std::vector<any_tensor> leaves,
+KILN_LAZY std::vector<any_tensor> bind_feeds(std::span<const node> nodes, std::vector<any_tensor> leaves,
                                                 std::span<const feed> feeds);
 }  // namespace detail
 
@@ -432,7 +432,7 @@ compiled<E, B> compile(const E& e, B = B{}) {
 
 #if KILN_DEFINE_RUNTIME
 namespace detail {
-KILN_RUNTIME std::vector<any_tensor> leaves_with_data(std::span<const node> nodes, int n_leaves,
+KILN_LAZY_DEF std::vector<any_tensor> leaves_with_data(std::span<const node> nodes, int n_leaves,
                                                       std::span<const int> tensor_slot,
                                                       std::span<const any_tensor> tensors,
                                                       std::span<const int> scalar_slot,
@@ -482,7 +482,7 @@ KILN_RUNTIME std::vector<any_tensor> leaves_with_data(std::span<const node> node
 }
 
 
-KILN_RUNTIME std::vector<any_tensor> bind_feeds(std::span<const node> nodes, std::vector<any_tensor> leaves,
+KILN_LAZY_DEF std::vector<any_tensor> bind_feeds(std::span<const node> nodes, std::vector<any_tensor> leaves,
                                                 std::span<const feed> feeds) {
   for (std::size_t i = 0; i < feeds.size(); ++i)
     for (std::size_t j = 0; j < i; ++j)
@@ -510,7 +510,7 @@ KILN_RUNTIME std::vector<any_tensor> bind_feeds(std::span<const node> nodes, std
   return leaves;
 }
 
-KILN_RUNTIME void bind_tensors(std::vector<any_tensor>& leaves, std::span<const slot_info> info,
+KILN_LAZY_DEF void bind_tensors(std::vector<any_tensor>& leaves, std::span<const slot_info> info,
                                std::span<const any_tensor* const> tensors, std::span<const int> offsets,
                                std::span<const int> slots) {
   for (std::size_t i = 0; i < info.size(); ++i)

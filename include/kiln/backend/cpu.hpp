@@ -60,16 +60,16 @@ struct scratch_cache {
   KILN_RUNTIME ~scratch_cache();  // out of line: not compiled again for each plan's thread_local cache
 };
 
-KILN_RUNTIME run_memory prepare(state& st, const std::vector<any_tensor>* into, scratch_cache& cache);
+KILN_LAZY run_memory prepare(state& st, const std::vector<any_tensor>* into, scratch_cache& cache);
 
 /// Copies the outputs whose source kernel k has just run (k = -1: sources that are leaves).
-KILN_RUNTIME void materialise(state& st, const run_memory& r, int k);
+KILN_LAZY void materialise(state& st, const run_memory& r, int k);
 
 /// Whether a call is big enough for a team (with_team): some value, leaves included, of at
 /// least 32768 elements. A heuristic: smaller plans seldom thread at all (parallel_for's grains,
 /// the GEMM's 4 MFLOP), so they do not pay for starting a team; those that do thread (a GEMM of
 /// 128^3) run as without a team, one parallel region per threaded kernel.
-KILN_RUNTIME bool opens_team(const state& st);
+KILN_LAZY bool opens_team(const state& st);
 
 /// A kernel of a plan: the code of its owner (the first kernel of the plan with its code,
 /// code_owner), kernel_code<S, owner>::run, and the nodes it runs on.
@@ -109,13 +109,13 @@ struct plan_profile {
   std::string name;
   std::vector<kernel_profile> kernels;
 };
-KILN_RUNTIME const plan_profile& profile_of(const schedule_ref& s, std::size_t n_kernels);
+KILN_LAZY const plan_profile& profile_of(const schedule_ref& s, std::size_t n_kernels);
 /// Kernel k's bytes read and written, and flops, at this run's shapes (estimates).
-KILN_RUNTIME std::pair<double, double> kernel_cost(const state& st, const kernel_profile& k);
+KILN_LAZY std::pair<double, double> kernel_cost(const state& st, const kernel_profile& k);
 
 /// Runs a plan's kernels on leaves. Not a template: each plan adds its kernels and a table of
 /// them, not its own copy of this driver (build cost, docs/build-cost.md).
-KILN_RUNTIME std::vector<any_tensor> run_plan(const schedule_ref& s, std::span<const kernel_entry> kernels,
+KILN_LAZY std::vector<any_tensor> run_plan(const schedule_ref& s, std::span<const kernel_entry> kernels,
                                               const std::vector<any_tensor>& leaves,
                                               const std::vector<any_tensor>* into, scratch_cache& cache);
 
@@ -132,7 +132,7 @@ std::vector<any_tensor> run(const std::vector<any_tensor>& leaves, const std::ve
 #if KILN_DEFINE_RUNTIME
 KILN_RUNTIME scratch_cache::~scratch_cache() = default;
 
-KILN_RUNTIME run_memory prepare(state& st, const std::vector<any_tensor>* into, scratch_cache& cache) {
+KILN_LAZY_DEF run_memory prepare(state& st, const std::vector<any_tensor>* into, scratch_cache& cache) {
   const schedule_ref& s = st.s;
   run_memory r;
   r.outs.resize(s.n_outputs);
@@ -190,7 +190,7 @@ KILN_RUNTIME run_memory prepare(state& st, const std::vector<any_tensor>* into, 
   return r;
 }
 
-KILN_RUNTIME void materialise(state& st, const run_memory& r, int k) {
+KILN_LAZY_DEF void materialise(state& st, const run_memory& r, int k) {
   for (std::size_t q = 0; q < r.outs.size(); ++q) {
     if (r.computed[q] || r.after[q] != k) continue;
     const int o = st.s.outputs[q];
@@ -202,13 +202,13 @@ KILN_RUNTIME void materialise(state& st, const run_memory& r, int k) {
   }
 }
 
-KILN_RUNTIME bool opens_team(const state& st) {
+KILN_LAZY_DEF bool opens_team(const state& st) {
   for (const dims& d : st.shape)
     if (d.numel() >= 32768) return true;
   return false;
 }
 
-KILN_RUNTIME const plan_profile& profile_of(const schedule_ref& s, std::size_t n_kernels) {
+KILN_LAZY_DEF const plan_profile& profile_of(const schedule_ref& s, std::size_t n_kernels) {
   static std::mutex m;
   static std::map<const node*, plan_profile> known;
   std::lock_guard<std::mutex> l(m);
@@ -249,7 +249,7 @@ KILN_RUNTIME const plan_profile& profile_of(const schedule_ref& s, std::size_t n
   return p;
 }
 
-KILN_RUNTIME std::pair<double, double> kernel_cost(const state& st, const kernel_profile& k) {
+KILN_LAZY_DEF std::pair<double, double> kernel_cost(const state& st, const kernel_profile& k) {
   double bytes = 0, flops = 0;
   auto value_bytes = [&](int i) {
     return static_cast<double>(st.shape[static_cast<std::size_t>(i)].numel()) *
@@ -279,7 +279,7 @@ KILN_RUNTIME std::pair<double, double> kernel_cost(const state& st, const kernel
   return {bytes, flops};
 }
 
-KILN_RUNTIME std::vector<any_tensor> run_plan(const schedule_ref& s, std::span<const kernel_entry> kernels,
+KILN_LAZY_DEF std::vector<any_tensor> run_plan(const schedule_ref& s, std::span<const kernel_entry> kernels,
                                               const std::vector<any_tensor>& leaves,
                                               const std::vector<any_tensor>* into, scratch_cache& cache) {
   // the profiler (debug/profiler.hpp): one atomic load per call when nothing records

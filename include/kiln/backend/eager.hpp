@@ -28,9 +28,9 @@
 
 namespace kiln::eager {
 
-/// Evaluates every node of graph g in order (run, below, for any graph type). Not a template,
-/// like the interpreter it calls: run-time code that no plan depends on (docs/build-cost.md).
-KILN_RUNTIME std::vector<any_tensor> run_graph(const graph_span& g, const std::vector<any_tensor>& leaves);
+/// Evaluates every node of graph g in order (run, below, for any graph type). Run-time code
+/// that no plan depends on, like the interpreter it calls (KILN_LAZY, docs/build-cost.md).
+KILN_LAZY std::vector<any_tensor> run_graph(const graph_span& g, const std::vector<any_tensor>& leaves);
 
 template <class G>
 std::vector<any_tensor> run(const G& g, const std::vector<any_tensor>& leaves) {
@@ -40,8 +40,9 @@ std::vector<any_tensor> run(const G& g, const std::vector<any_tensor>& leaves) {
 namespace detail {
 
 /// One node's value from its inputs' (in[0 .. nin)): the interpreter, compiled once
-/// (KILN_RUNTIME) rather than in every unit that runs the reference.
-KILN_RUNTIME any_tensor run_node(const node& n, const any_tensor* in);
+/// (KILN_LAZY: with separate compilation, in the unit of <kiln/src.hpp>; header-only, in the units
+/// that call it) rather than in every unit that runs a plan.
+KILN_LAZY any_tensor run_node(const node& n, const any_tensor* in);
 
 #if KILN_DEFINE_RUNTIME
 
@@ -133,7 +134,7 @@ bool compare(op o, T a, T b) {
 
 /// Strides of `t` as an operand of an op whose result has shape `out` (right-aligned; 0 on
 /// broadcast axes).
-inline dims broadcast_strides(const any_tensor& t, const dims& out) {
+KILN_LAZY dims broadcast_strides(const any_tensor& t, const dims& out) {
   dims s;
   s.rank = out.rank;
   for (int i = 0; i < out.rank; ++i) {
@@ -158,13 +159,13 @@ void for_each_broadcast(const dims& out, F&& f, const T&... operands) {
   });
 }
 
-inline dims broadcast_or_throw(op o, const dims& a, const dims& b) {
+KILN_LAZY dims broadcast_or_throw(op o, const dims& a, const dims& b) {
   const broadcast_result r = broadcast(a, b);
   if (!r.ok) throw shape_error(name(o), a, b, "cannot be broadcast together");
   return r.shape;
 }
 
-inline any_tensor run_unary(const node& n, const any_tensor& x) {
+KILN_LAZY any_tensor run_unary(const node& n, const any_tensor& x) {
   any_tensor out(n.dt, x.shape());
   visit(n.dt, [&]<dtype D>() {
     if constexpr (D != dtype::boolean) {
@@ -178,7 +179,7 @@ inline any_tensor run_unary(const node& n, const any_tensor& x) {
   return out;
 }
 
-inline any_tensor run_binary(const node& n, const any_tensor& a, const any_tensor& b) {
+KILN_LAZY any_tensor run_binary(const node& n, const any_tensor& a, const any_tensor& b) {
   any_tensor out(n.dt, broadcast_or_throw(n.o, a.shape(), b.shape()));
   visit(a.dt(), [&]<dtype D>() {
     for_each_broadcast(out.shape(), [&](index_t k, index_t oa, index_t ob) {
@@ -190,7 +191,7 @@ inline any_tensor run_binary(const node& n, const any_tensor& a, const any_tenso
   return out;
 }
 
-inline any_tensor run_where(const node& n, const any_tensor& c, const any_tensor& a, const any_tensor& b) {
+KILN_LAZY any_tensor run_where(const node& n, const any_tensor& c, const any_tensor& a, const any_tensor& b) {
   const dims s = broadcast_or_throw(op::where, broadcast_or_throw(op::where, c.shape(), a.shape()), b.shape());
   any_tensor out(n.dt, s);
   visit(n.dt, [&]<dtype D>() {
@@ -205,7 +206,7 @@ inline any_tensor run_where(const node& n, const any_tensor& c, const any_tensor
 template <dtype D>
 using accumulator_t = std::conditional_t<is_floating(D), double, compute_t<D>>;
 
-inline any_tensor run_reduce(const node& n, const any_tensor& x) {
+KILN_LAZY any_tensor run_reduce(const node& n, const any_tensor& x) {
   const dims in = x.shape();
   const dims out_shape = reduce_shape(in, n.axes, n.keepdim).shape;
   any_tensor out(n.dt, out_shape);
@@ -298,7 +299,7 @@ inline any_tensor run_reduce(const node& n, const any_tensor& x) {
   return out;
 }
 
-inline any_tensor run_matmul(const node& n, const any_tensor& a, const any_tensor& b) {
+KILN_LAZY any_tensor run_matmul(const node& n, const any_tensor& a, const any_tensor& b) {
   const shape_result r = matmul_shape(a.shape(), b.shape());
   if (!r.ok) throw shape_error("matmul", a.shape(), b.shape(), "do not match as [..., m, k] x [..., k, n]");
   const dims s = r.shape;
@@ -352,7 +353,7 @@ inline any_tensor run_matmul(const node& n, const any_tensor& a, const any_tenso
   return out;
 }
 
-inline any_tensor run_broadcast(const node& n, const any_tensor& x) {
+KILN_LAZY any_tensor run_broadcast(const node& n, const any_tensor& x) {
   dims to = n.shape;
   for (int i = 0; i < to.rank; ++i) {
     const int j = x.rank() - to.rank + i;
@@ -371,7 +372,7 @@ inline any_tensor run_broadcast(const node& n, const any_tensor& x) {
   return out;
 }
 
-inline any_tensor run_concat(const node& n, const any_tensor& a, const any_tensor& b) {
+KILN_LAZY any_tensor run_concat(const node& n, const any_tensor& a, const any_tensor& b) {
   const shape_result r = concat_shape(a.shape(), b.shape(), n.axis);
   if (!r.ok) throw shape_error("concat", a.shape(), b.shape(), "differ outside axis " + std::to_string(n.axis));
   any_tensor out(n.dt, r.shape);
@@ -381,7 +382,7 @@ inline any_tensor run_concat(const node& n, const any_tensor& a, const any_tenso
   return out;
 }
 
-inline any_tensor run_softmax(const node& n, const any_tensor& x) {
+KILN_LAZY any_tensor run_softmax(const node& n, const any_tensor& x) {
   const any_tensor out(n.dt, x.shape());
   visit(n.dt, [&]<dtype D>() {
     if constexpr (is_floating(D)) {
@@ -407,7 +408,7 @@ inline any_tensor run_softmax(const node& n, const any_tensor& x) {
   return out;
 }
 
-inline any_tensor run_layer_norm(const node& n, const any_tensor& x, const any_tensor& g, const any_tensor& b,
+KILN_LAZY any_tensor run_layer_norm(const node& n, const any_tensor& x, const any_tensor& g, const any_tensor& b,
                                  const any_tensor& eps) {
   const shape_result r = layer_norm_shape(x.shape(), g.shape(), b.shape());
   if (!r.ok || !(g.shape() == b.shape()))
@@ -450,7 +451,7 @@ inline any_tensor run_layer_norm(const node& n, const any_tensor& x, const any_t
   return out;
 }
 
-inline any_tensor run_mse(const node& n, const any_tensor& a, const any_tensor& b) {
+KILN_LAZY any_tensor run_mse(const node& n, const any_tensor& a, const any_tensor& b) {
   const dims s = broadcast_or_throw(op::mse_loss, a.shape(), b.shape());
   const any_tensor out(n.dt, dims{});
   visit(n.dt, [&]<dtype D>() {
@@ -466,7 +467,7 @@ inline any_tensor run_mse(const node& n, const any_tensor& a, const any_tensor& 
   return out;
 }
 
-inline any_tensor run_cross_entropy(const node& n, const any_tensor& z, const any_tensor& y) {
+KILN_LAZY any_tensor run_cross_entropy(const node& n, const any_tensor& z, const any_tensor& y) {
   if (!cross_entropy_shape(z.shape(), y.shape()).ok)
     throw shape_error("cross_entropy", z.shape(), y.shape(), "do not match as logits [n, classes] and labels [n]");
   const any_tensor out(n.dt, dims{});
@@ -496,19 +497,19 @@ inline any_tensor run_cross_entropy(const node& n, const any_tensor& z, const an
 // ---- windows, indexing, random numbers ---------------------------------------------------------
 
 /// An integer tensor's element as an index.
-inline index_t load_index(const any_tensor& t, index_t off) {
+KILN_LAZY index_t load_index(const any_tensor& t, index_t off) {
   return t.dt() == dtype::i32 ? load<dtype::i32>(t.bytes(), off) : static_cast<index_t>(load<dtype::i64>(t.bytes(), off));
 }
 
 /// The shape of one row of a table (its axes after the first).
-inline dims row_shape(const dims& table) {
+KILN_LAZY dims row_shape(const dims& table) {
   dims r;
   for (int i = 1; i < table.rank; ++i) r.e[r.rank++] = table.e[i];
   return r;
 }
 
 /// Checks every index against [0, rows) before anything is computed.
-inline void check_indices(const char* who, const any_tensor& idx, index_t rows) {
+KILN_LAZY void check_indices(const char* who, const any_tensor& idx, index_t rows) {
   index_t k = 0;
   for_each_index(idx.shape(), [&](const index_t* ii) {
     const index_t v = load_index(idx, idx.offset_of(ii));
@@ -519,7 +520,7 @@ inline void check_indices(const char* who, const any_tensor& idx, index_t rows) 
   });
 }
 
-inline any_tensor run_gather(const node& n, const any_tensor& table, const any_tensor& idx) {
+KILN_LAZY any_tensor run_gather(const node& n, const any_tensor& table, const any_tensor& idx) {
   const shape_result r = gather_shape(table.shape(), idx.shape());
   if (!r.ok) throw shape_error("gather", table.shape(), idx.shape(), "do not match as a table [rows, ...] and indices");
   check_indices("gather", idx, table.shape().e[0]);
@@ -539,7 +540,7 @@ inline any_tensor run_gather(const node& n, const any_tensor& table, const any_t
   return out;
 }
 
-inline any_tensor run_scatter_add(const node& n, const any_tensor& idx, const any_tensor& src, const dims& like) {
+KILN_LAZY any_tensor run_scatter_add(const node& n, const any_tensor& idx, const any_tensor& src, const dims& like) {
   if (!scatter_add_shape(idx.shape(), src.shape(), like).ok)
     throw shape_error("scatter_add", src.shape(), like, "do not match as a source [...indices, ...row] and a target");
   check_indices("scatter_add", idx, like.e[0]);
@@ -591,7 +592,7 @@ void for_each_window_element(const dims& x, const dims& xs, index_t base, const 
       }
 }
 
-inline any_tensor run_unfold(const node& n, const any_tensor& x) {
+KILN_LAZY any_tensor run_unfold(const node& n, const any_tensor& x) {
   const window2d w = window_of(n);
   const shape_result r = unfold_shape(x.shape(), w);
   if (!r.ok) throw shape_error("unfold", x.shape(), "does not fit the window (needs [n, c, h, w] large enough)");
@@ -607,7 +608,7 @@ inline any_tensor run_unfold(const node& n, const any_tensor& x) {
   return out;
 }
 
-inline any_tensor run_fold(const node& n, const any_tensor& cols) {
+KILN_LAZY any_tensor run_fold(const node& n, const any_tensor& cols) {
   const window2d w = window_of(n);
   const shape_result r = fold_shape(cols.shape(), w, fold_height(n), fold_width(n));
   if (!r.ok) throw shape_error("fold", cols.shape(), n.shape, "do not match as columns and an output (columns, target)");
@@ -634,7 +635,7 @@ inline any_tensor run_fold(const node& n, const any_tensor& cols) {
 }
 
 /// t's values broadcast to shape `to`, row-major, in double (bool as 0 or 1).
-inline std::vector<double> dense_f64(const any_tensor& t, const dims& to) {
+KILN_LAZY std::vector<double> dense_f64(const any_tensor& t, const dims& to) {
   std::vector<double> out(static_cast<std::size_t>(to.numel()));
   visit(t.dt(), [&]<dtype D>() {
     for_each_broadcast(to, [&](index_t k, index_t off) { out[static_cast<std::size_t>(k)] = static_cast<double>(load<D>(t.bytes(), off)); }, t);
@@ -674,7 +675,7 @@ struct attention_reference {
   }
 };
 
-inline any_tensor run_attention(const node& n, const any_tensor& q, const any_tensor& k, const any_tensor& v,
+KILN_LAZY any_tensor run_attention(const node& n, const any_tensor& q, const any_tensor& k, const any_tensor& v,
                                 const any_tensor& mask) {
   attention_reference a(n, q, k.shape(), v.shape(), mask);
   const attention_geometry& g = a.g;
@@ -708,7 +709,7 @@ inline any_tensor run_attention(const node& n, const any_tensor& q, const any_te
 
 /// Rows of dq, then of dk ++ dv (ops.hpp), by the chain rule through the softmax in double:
 /// dS = P (dP - D), dP = dO v^T, D = rowsum(dO o) - g_lse.
-inline any_tensor run_attention_grad(const node& n, const any_tensor& q, const any_tensor& k, const any_tensor& v,
+KILN_LAZY any_tensor run_attention_grad(const node& n, const any_tensor& q, const any_tensor& k, const any_tensor& v,
                                      const any_tensor& mask, const any_tensor& y, const any_tensor& go) {
   const shape_result rs = attention_grad_shape(q.shape(), k.shape(), v.shape(), mask.shape(), y.shape(), go.shape());
   if (!rs.ok) throw shape_error("attention_grad", q.shape(), k.shape(), "do not match as q and k, or y and its cotangent");
@@ -759,7 +760,7 @@ inline any_tensor run_attention_grad(const node& n, const any_tensor& q, const a
 }
 
 /// cumsum and cumprod (n.o) along n.axis.
-inline any_tensor run_scan(const node& n, const any_tensor& x) {
+KILN_LAZY any_tensor run_scan(const node& n, const any_tensor& x) {
   const bool product = n.o == op::cumprod;
   if (n.axis < 0 || n.axis >= x.rank()) throw shape_error(name(n.o), x.shape(), "has no axis " + std::to_string(n.axis));
   any_tensor out(n.dt, x.shape());
@@ -790,7 +791,7 @@ inline any_tensor run_scan(const node& n, const any_tensor& x) {
   return out;
 }
 
-inline any_tensor run_argsort(const node& n, const any_tensor& x) {
+KILN_LAZY any_tensor run_argsort(const node& n, const any_tensor& x) {
   if (n.axis < 0 || n.axis >= x.rank()) throw shape_error("argsort", x.shape(), "has no axis " + std::to_string(n.axis));
   any_tensor out(dtype::i64, x.shape());
   const index_t len = x.shape().e[n.axis];
@@ -818,7 +819,7 @@ inline any_tensor run_argsort(const node& n, const any_tensor& x) {
   return out;
 }
 
-inline any_tensor run_rand(const node& n, const dims& like, const any_tensor& seed) {
+KILN_LAZY any_tensor run_rand(const node& n, const dims& like, const any_tensor& seed) {
   if (seed.rank() != 0 || seed.dt() != dtype::i64) throw shape_error("rand", seed.shape(), "is not a rank-0 i64 seed");
   any_tensor out(dtype::f32, like);
   const philox r(static_cast<std::uint64_t>(load<dtype::i64>(seed.bytes(), 0)), n.axes);
@@ -829,7 +830,7 @@ inline any_tensor run_rand(const node& n, const dims& like, const any_tensor& se
 
 /// conv2d, max_pool2d and avg_pool2d computed directly (window by window, in double): the
 /// references their decompositions are tested against.
-inline any_tensor run_windowed(const node& n, const any_tensor* in) {
+KILN_LAZY any_tensor run_windowed(const node& n, const any_tensor* in) {
   const window2d w = window_of(n);
   const any_tensor& x = in[0];
   const bool conv = n.o == op::conv2d;
@@ -884,7 +885,7 @@ constexpr bool has_direct_rule(op o) {
 
 /// Any other composite op runs its decomposition (passes/decompose.hpp) on these inputs, node by
 /// node: a new composite op needs no code here.
-inline any_tensor run_decomposed(const node& n, const any_tensor* in) {
+KILN_LAZY any_tensor run_decomposed(const node& n, const any_tensor* in) {
   graph g;
   g.leaves = n.nin();
   node x = n;
@@ -898,7 +899,7 @@ inline any_tensor run_decomposed(const node& n, const any_tensor* in) {
   return eager::run(passes::decompose(g), std::vector<any_tensor>(in, in + n.nin()))[0];
 }
 
-KILN_RUNTIME any_tensor run_node(const node& n, const any_tensor* in) {
+KILN_LAZY_DEF any_tensor run_node(const node& n, const any_tensor* in) {
   if (!is_primitive(n.o) && !has_direct_rule(n.o)) return run_decomposed(n, in);
   switch (kind_of(n.o)) {
     case op_kind::unary: return run_unary(n, in[0]);
@@ -1007,7 +1008,7 @@ inline any_tensor unaliased(const any_tensor& v, const std::vector<any_tensor>& 
 /// Evaluates every node of `g` in order; leaves take their values from `leaves` (by slot).
 /// Returns the graph's outputs, never aliasing a leaf's storage.
 #if KILN_DEFINE_RUNTIME
-KILN_RUNTIME std::vector<any_tensor> run_graph(const graph_span& g, const std::vector<any_tensor>& leaves) {
+KILN_LAZY_DEF std::vector<any_tensor> run_graph(const graph_span& g, const std::vector<any_tensor>& leaves) {
   if (static_cast<int>(leaves.size()) != g.leaves)
     throw std::invalid_argument("kiln: eager: the graph has " + std::to_string(g.leaves) + " leaves, got " +
                                 std::to_string(leaves.size()) + " values");

@@ -34,16 +34,16 @@ struct log_stages {
 };
 
 /// Parses a KILN_LOGS value; names it does not know are listed in `unknown`.
-KILN_RUNTIME log_stages parse_logs(std::string_view spec, std::string* unknown = nullptr);
+KILN_LAZY log_stages parse_logs(std::string_view spec, std::string* unknown = nullptr);
 
 /// The stages KILN_LOGS asks for, read once (a warning names unknown stages).
-KILN_RUNTIME const log_stages& logs_from_env();
+KILN_LAZY const log_stages& logs_from_env();
 
 namespace debug {
 
-KILN_RUNTIME std::string node_line(const node& n, int i);
+KILN_LAZY std::string node_line(const node& n, int i);
 
-KILN_RUNTIME std::string bytes_text(const passes::bytes_t& b);
+KILN_LAZY std::string bytes_text(const passes::bytes_t& b);
 
 template <class G>
 void print_graph(std::ostream& os, const G& g, std::string_view title) {
@@ -86,11 +86,11 @@ void print_plan(std::ostream& os, const S& s) {
 
 /// Prints the requested stages of a plan: the graph as captured, then the frozen schedule's
 /// primitive graph, kernels and buffers.
-KILN_RUNTIME void print_stages(std::ostream& os, const log_stages& st, const graph& captured,
+KILN_LAZY void print_stages(std::ostream& os, const log_stages& st, const graph& captured,
                                const passes::schedule& s);
 
 /// The same for a graph that runs unfused (the eager backend): no kernels, no buffers.
-KILN_RUNTIME void print_reference(std::ostream& os, const log_stages& st, const graph& captured, const graph& ref);
+KILN_LAZY void print_reference(std::ostream& os, const log_stages& st, const graph& captured, const graph& ref);
 
 /// The node count E's graph has after each graph stage of passes::pipeline (-1: a stage that
 /// does not run for E): a constant, so that logging a plan instantiates no code per stage.
@@ -102,16 +102,16 @@ inline constexpr auto stage_node_counts = []<int... I>(std::integer_sequence<int
 
 /// One line per stage of passes::pipeline: what it left of a graph (nodes; kernels; buffers),
 /// from the traced node count and stage_node_counts.
-KILN_RUNTIME std::string stage_summary(std::size_t traced_nodes, std::span<const int> counts, std::size_t kernels,
+KILN_LAZY std::string stage_summary(std::size_t traced_nodes, std::span<const int> counts, std::size_t kernels,
                                        std::size_t buffers);
 
 namespace detail {
 /// What log_plan_once prints, once the stages asked for are known: not a template, so that each
 /// plan adds only its call (the frozen arrays go as spans).
-KILN_RUNTIME void log_plan(const log_stages& st, const graph_span& traced_graph, std::span<const int> counts,
+KILN_LAZY void log_plan(const log_stages& st, const graph_span& traced_graph, std::span<const int> counts,
                            const passes::schedule_span& s);
 
-KILN_RUNTIME void log_reference(const log_stages& st, const graph_span& traced_graph, const graph_span& ref);
+KILN_LAZY void log_reference(const log_stages& st, const graph_span& traced_graph, const graph_span& ref);
 }  // namespace detail
 
 /// KILN_LOGS: the first run of expression type E prints the stages asked for, of the frozen
@@ -136,12 +136,12 @@ void log_reference_once() {
 }
 
 namespace debug {
-KILN_RUNTIME std::string dot_escape(std::string s);
+KILN_LAZY std::string dot_escape(std::string s);
 }  // namespace debug
 
 /// Graphviz DOT of a schedule: one cluster per kernel, leaves as ellipses, views dashed,
 /// values written to memory with a bold border.
-KILN_RUNTIME std::string to_dot(const passes::schedule_span& s);
+KILN_LAZY std::string to_dot(const passes::schedule_span& s);
 
 /// DOT of a frozen schedule.
 template <std::size_t N, std::size_t M, std::size_t K, std::size_t B>
@@ -150,7 +150,8 @@ std::string to_dot(const passes::frozen_schedule<N, M, K, B>& s) {
 }
 
 /// DOT of a run-time schedule.
-inline std::string to_dot(const passes::schedule& s) { return to_dot(passes::schedule_span::of(s)); }
+template <int = 0>
+std::string to_dot(const passes::schedule& s) { return to_dot(passes::schedule_span::of(s)); }
 
 /// DOT of an expression's plan.
 template <traceable E>
@@ -159,7 +160,7 @@ std::string to_dot(const E&) {
 }
 
 #if KILN_DEFINE_RUNTIME
-KILN_RUNTIME log_stages parse_logs(std::string_view spec, std::string* unknown) {
+KILN_LAZY_DEF log_stages parse_logs(std::string_view spec, std::string* unknown) {
   log_stages s;
   while (!spec.empty()) {
     const std::size_t comma = spec.find(',');
@@ -178,7 +179,7 @@ KILN_RUNTIME log_stages parse_logs(std::string_view spec, std::string* unknown) 
   return s;
 }
 
-KILN_RUNTIME const log_stages& logs_from_env() {
+KILN_LAZY_DEF const log_stages& logs_from_env() {
   static const log_stages s = [] {
     const char* v = std::getenv("KILN_LOGS");
     std::string unknown;
@@ -191,7 +192,7 @@ KILN_RUNTIME const log_stages& logs_from_env() {
   return s;
 }
 
-KILN_RUNTIME std::string debug::node_line(const node& n, int i) {
+KILN_LAZY_DEF std::string debug::node_line(const node& n, int i) {
   std::string s = "%" + std::to_string(i) + " = " + std::string(name(n.o)) + " " + std::string(name(n.dt)) + " " +
                   to_string(n.shape);
   for (int j = 0; j < n.nin(); ++j) s += " %" + std::to_string(n.in[j]);
@@ -220,14 +221,14 @@ KILN_RUNTIME std::string debug::node_line(const node& n, int i) {
   return s;
 }
 
-KILN_RUNTIME std::string debug::bytes_text(const passes::bytes_t& b) {
+KILN_LAZY_DEF std::string debug::bytes_text(const passes::bytes_t& b) {
   std::string s;
   if (b.fixed || !b.per_dyn) s = std::to_string(b.fixed);
   if (b.per_dyn) s += (s.empty() ? "" : " + ") + std::to_string(b.per_dyn) + "*N";
   return s + (b.approximate ? " (approx.)" : "") + " B";
 }
 
-KILN_RUNTIME void print_stages(std::ostream& os, const log_stages& st, const graph& captured,
+KILN_LAZY_DEF void print_stages(std::ostream& os, const log_stages& st, const graph& captured,
                                const passes::schedule& s) {
   if (st.graph) debug::print_graph(os, captured, "graph (as captured)");
   if (st.prims) debug::print_graph(os, s.g, "prims (decomposed, canonicalised)");
@@ -235,13 +236,13 @@ KILN_RUNTIME void print_stages(std::ostream& os, const log_stages& st, const gra
   if (st.plan) debug::print_plan(os, s);
 }
 
-KILN_RUNTIME void print_reference(std::ostream& os, const log_stages& st, const graph& captured, const graph& ref) {
+KILN_LAZY_DEF void print_reference(std::ostream& os, const log_stages& st, const graph& captured, const graph& ref) {
   if (st.graph) debug::print_graph(os, captured, "graph (as captured)");
   if (st.prims) debug::print_graph(os, ref, "reference graph (run node by node, unfused)");
   if (st.fusion || st.plan) os << "[kiln] fusion, plan: none (the eager backend runs the graph node by node)\n";
 }
 
-KILN_RUNTIME std::string stage_summary(std::size_t traced_nodes, std::span<const int> counts, std::size_t kernels,
+KILN_LAZY_DEF std::string stage_summary(std::size_t traced_nodes, std::span<const int> counts, std::size_t kernels,
                                        std::size_t buffers) {
   std::string out = "[kiln] stages: traced " + std::to_string(traced_nodes) + " nodes\n";
   for (std::size_t i = 0; i < counts.size(); ++i)
@@ -252,7 +253,7 @@ KILN_RUNTIME std::string stage_summary(std::size_t traced_nodes, std::span<const
   return out;
 }
 
-KILN_RUNTIME void detail::log_plan(const log_stages& st, const graph_span& traced_graph, std::span<const int> counts,
+KILN_LAZY_DEF void detail::log_plan(const log_stages& st, const graph_span& traced_graph, std::span<const int> counts,
                                    const passes::schedule_span& s) {
   std::ostringstream os;
   if (st.stages) os << stage_summary(traced_graph.nodes.size(), counts, s.kernels.size(), s.buffers.size());
@@ -260,19 +261,19 @@ KILN_RUNTIME void detail::log_plan(const log_stages& st, const graph_span& trace
   std::fputs(os.str().c_str(), stderr);
 }
 
-KILN_RUNTIME void detail::log_reference(const log_stages& st, const graph_span& traced_graph, const graph_span& ref) {
+KILN_LAZY_DEF void detail::log_reference(const log_stages& st, const graph_span& traced_graph, const graph_span& ref) {
   std::ostringstream os;
   print_reference(os, st, traced_graph.thaw(), ref.thaw());
   std::fputs(os.str().c_str(), stderr);
 }
 
-KILN_RUNTIME std::string debug::dot_escape(std::string s) {
+KILN_LAZY_DEF std::string debug::dot_escape(std::string s) {
   std::string r;
   for (char c : s) r += c == '"' ? std::string("\\\"") : std::string(1, c);
   return r;
 }
 
-KILN_RUNTIME std::string to_dot(const passes::schedule_span& s) {
+KILN_LAZY_DEF std::string to_dot(const passes::schedule_span& s) {
   std::ostringstream os;
   os << "digraph kiln {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n";
   auto label = [&](std::size_t i) {

@@ -182,17 +182,17 @@ constexpr bool distinct_names() {
 
 namespace detail {
 /// "param 'w1'", for messages.
-KILN_RUNTIME std::string slot_what(const slot_info& s);
+KILN_LAZY std::string slot_what(const slot_info& s);
 /// Zero tensors of each slot's shape (left undefined where the shape has a dyn extent).
-KILN_RUNTIME void zero_slots(std::span<const slot_info> info, std::span<any_tensor* const> slots);
+KILN_LAZY void zero_slots(std::span<const slot_info> info, std::span<any_tensor* const> slots);
 /// Each slot's tensor from `by_name` (tensor_set's constructor from a state_dict): all are
 /// checked before any slot is written.
-KILN_RUNTIME void take_slots(const std::map<std::string, any_tensor>& by_name, std::span<const slot_info> info,
+KILN_LAZY void take_slots(const std::map<std::string, any_tensor>& by_name, std::span<const slot_info> info,
                              std::span<any_tensor* const> slots);
-KILN_RUNTIME std::map<std::string, any_tensor> slots_by_name(std::span<const slot_info> info,
+KILN_LAZY std::map<std::string, any_tensor> slots_by_name(std::span<const slot_info> info,
                                                              std::span<any_tensor* const> slots);
 /// The slot named `name`, or nullptr.
-KILN_RUNTIME any_tensor* slot_named(std::span<const slot_info> info, std::span<any_tensor* const> slots,
+KILN_LAZY any_tensor* slot_named(std::span<const slot_info> info, std::span<any_tensor* const> slots,
                                     std::string_view name);
 }  // namespace detail
 
@@ -302,14 +302,14 @@ class tensor_set<std::tuple<P...>> : public typed_feeds_base {
 
 #if KILN_DEFINE_RUNTIME
 namespace detail {
-KILN_RUNTIME std::string slot_what(const slot_info& s) { return placeholder_what(s.kind, s.name); }
+KILN_LAZY_DEF std::string slot_what(const slot_info& s) { return placeholder_what(s.kind, s.name); }
 
-KILN_RUNTIME void zero_slots(std::span<const slot_info> info, std::span<any_tensor* const> slots) {
+KILN_LAZY_DEF void zero_slots(std::span<const slot_info> info, std::span<any_tensor* const> slots) {
   for (std::size_t i = 0; i < info.size(); ++i)
     if (info[i].shape.is_static()) *slots[i] = any_tensor(info[i].dt, info[i].shape);
 }
 
-KILN_RUNTIME void take_slots(const std::map<std::string, any_tensor>& by_name, std::span<const slot_info> info,
+KILN_LAZY_DEF void take_slots(const std::map<std::string, any_tensor>& by_name, std::span<const slot_info> info,
                              std::span<any_tensor* const> slots) {
   std::vector<const any_tensor*> found(info.size());
   for (std::size_t i = 0; i < info.size(); ++i) {
@@ -330,14 +330,14 @@ KILN_RUNTIME void take_slots(const std::map<std::string, any_tensor>& by_name, s
   for (std::size_t i = 0; i < info.size(); ++i) *slots[i] = *found[i];
 }
 
-KILN_RUNTIME std::map<std::string, any_tensor> slots_by_name(std::span<const slot_info> info,
+KILN_LAZY_DEF std::map<std::string, any_tensor> slots_by_name(std::span<const slot_info> info,
                                                              std::span<any_tensor* const> slots) {
   std::map<std::string, any_tensor> m;
   for (std::size_t i = 0; i < info.size(); ++i) m[std::string(info[i].name)] = *slots[i];
   return m;
 }
 
-KILN_RUNTIME any_tensor* slot_named(std::span<const slot_info> info, std::span<any_tensor* const> slots,
+KILN_LAZY_DEF any_tensor* slot_named(std::span<const slot_info> info, std::span<any_tensor* const> slots,
                                     std::string_view name) {
   for (std::size_t i = 0; i < info.size(); ++i)
     if (info[i].name == name) return slots[i];

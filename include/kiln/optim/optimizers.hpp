@@ -251,24 +251,25 @@ inline constexpr auto flat_positions_of = flat_positions<N...>();
 /// kiln::outputs(loss, then for each parameter its new value and its new states).
 template <class Opt, class Clip = no_clipping, tensor_operand L, class... P>
 constexpr auto training_step(const L& loss, std::tuple<P...>, const Opt& = {}, const Clip& = {}) {
-  auto gs = grad(loss, wrt(P{}...));
+  // grad(loss, wrt(P{}...)) without its std::tuple (core/pack.hpp says why)
+  const auto gs = kiln::detail::make_pack(grad(loss, P{})...);
   return [&]<std::size_t... I>(std::index_sequence<I...>) {
     const auto ups = [&] {
       if constexpr (std::same_as<Clip, clip_grad_norm>) {
         // one coefficient for every gradient, computed in f32 (or the first parameter's dtype)
         constexpr dtype D = std::tuple_element_t<0, std::tuple<P...>>::dt;
-        auto norm = sqrt(detail::squared_norm(cast<D>(std::get<I>(gs))...));
+        auto norm = sqrt(detail::squared_norm(cast<D>(kiln::detail::get<I>(gs))...));
         auto coef = min(hp<D, "max_norm">() / (norm + 1e-6), 1.0);
         using U = detail::groups<std::index_sequence<I...>,
-                                 decltype(detail::update_one<Opt, P>(std::get<I>(gs) * cast<P::dt>(coef)))...>;
-        return U{{detail::update_one<Opt, P>(std::get<I>(gs) * cast<P::dt>(coef))}...};
+                                 decltype(detail::update_one<Opt, P>(kiln::detail::get<I>(gs) * cast<P::dt>(coef)))...>;
+        return U{{detail::update_one<Opt, P>(kiln::detail::get<I>(gs) * cast<P::dt>(coef))}...};
       } else {
-        using U = detail::groups<std::index_sequence<I...>, decltype(detail::update_one<Opt, P>(std::get<I>(gs)))...>;
-        return U{{detail::update_one<Opt, P>(std::get<I>(gs))}...};
+        using U = detail::groups<std::index_sequence<I...>, decltype(detail::update_one<Opt, P>(kiln::detail::get<I>(gs)))...>;
+        return U{{detail::update_one<Opt, P>(kiln::detail::get<I>(gs))}...};
       }
     }();
     constexpr auto& at =
-        detail::flat_positions_of<decltype(detail::update_one<Opt, P>(std::get<I>(gs)))::size...>;
+        detail::flat_positions_of<decltype(detail::update_one<Opt, P>(kiln::detail::get<I>(gs)))::size...>;
     return [&]<std::size_t... F>(std::index_sequence<F...>) {
       return outputs(loss, kiln::detail::get<at[F].second>(detail::group_at<at[F].first>(ups))...);
     }(std::make_index_sequence<at.size()>{});

@@ -66,7 +66,7 @@ struct kernel_binding {
 
 /// The run-time iteration space (rank >= 1), or false if the kernel's nodes do not have the
 /// shapes fusion assumed (dynamic extents that differ at run time).
-KILN_RUNTIME bool space_of(const state& st, const kernel_desc& k, dims& space);
+KILN_LAZY bool space_of(const state& st, const kernel_desc& k, dims& space);
 
 /// Byte strides of view v over the iteration space: right-aligned, or through the kept axes
 /// for values of a reduction's result space without the reduced axes.
@@ -85,10 +85,10 @@ inline memref ref_of(const view& v, bool nokeep, const dims& space, std::uint32_
 }
 
 /// The memory references of a kernel (the product of a matmul is set by the matmul driver).
-KILN_RUNTIME void make_refs(state& st, const kernel_desc& k, const dims& space, memref* mr);
+KILN_LAZY void make_refs(state& st, const kernel_desc& k, const dims& space, memref* mr);
 
 /// The kernel's rank-0 operands, read once per run.
-KILN_RUNTIME void load_scalars(state& st, const kernel_desc& k, sval* sv);
+KILN_LAZY void load_scalars(state& st, const kernel_desc& k, sval* sv);
 
 /// A pointwise kernel's loop over [j0, j1) of the innermost axis, from the addresses p and
 /// innermost byte strides is of its references.
@@ -96,7 +96,7 @@ using segment_fn = void (*)(const void* ctx, std::byte* const* p, const index_t*
 
 /// Pointwise kernels: axes merged where every reference allows it, rows and chunks of rows
 /// over threads.
-KILN_RUNTIME void run_pointwise(const dims& space, int nm, const memref* mr, segment_fn seg, const void* ctx);
+KILN_LAZY void run_pointwise(const dims& space, int nm, const memref* mr, segment_fn seg, const void* ctx);
 
 /// Sets align[m] (frame::stream_align) for the references a pointwise kernel, or a row kernel
 /// with lanes along its rows, stores with non-temporal stores (see stream_threshold),
@@ -112,7 +112,7 @@ KILN_RUNTIME void run_pointwise(const dims& space, int nm, const memref* mr, seg
 /// once per thread's run of rows (run_rows).
 /// (Compiled once, in the runtime unit, though it reads simd::has_stream_stores and run_rows
 /// calls stream_fence: both follow __SSE2__, which every x86-64 target has whatever -march says.)
-KILN_RUNTIME bool streamed_refs(const dims& space, const kernel_desc& k, const memref* mr, const index_t* size,
+KILN_LAZY bool streamed_refs(const dims& space, const kernel_desc& k, const memref* mr, const index_t* size,
                                 std::uintptr_t vector_bytes, std::uintptr_t* align);
 
 /// A row kernel's geometry: extents, reduced axes, byte strides of each reference.
@@ -135,11 +135,11 @@ using row_task_fn = void (*)(const void* ctx, const rows_geometry& g, const inde
 /// columns (lanes across a kept innermost axis); tasks go to threads, a reduction never splits.
 /// stream: some of the tasks' stores are non-temporal, fenced once per thread's run of tasks
 /// (a fence per row waits for each row's stores to reach memory).
-KILN_RUNTIME void run_rows(const dims& space, const kernel_desc& k, const memref* mr, row_task_fn fn, const void* ctx,
+KILN_LAZY void run_rows(const dims& space, const kernel_desc& k, const memref* mr, row_task_fn fn, const void* ctx,
                            bool stream);
 
 #if KILN_DEFINE_RUNTIME
-KILN_RUNTIME bool space_of(const state& st, const kernel_desc& k, dims& space) {
+KILN_LAZY_DEF bool space_of(const state& st, const kernel_desc& k, dims& space) {
   auto shp = [&](int p) -> const dims& { return st.shape[static_cast<std::size_t>(k.node[p])]; };
   bool ok = true;
   if (k.kind == passes::kernel_kind::reduction) {
@@ -179,7 +179,7 @@ KILN_RUNTIME bool space_of(const state& st, const kernel_desc& k, dims& space) {
   return ok;
 }
 
-KILN_RUNTIME void make_refs(state& st, const kernel_desc& k, const dims& space, memref* mr) {
+KILN_LAZY_DEF void make_refs(state& st, const kernel_desc& k, const dims& space, memref* mr) {
   for (int m = 0; m < k.mems; ++m) {
     if (m == k.c_mem) continue;
     const int x = k.mem_node[m];
@@ -188,7 +188,7 @@ KILN_RUNTIME void make_refs(state& st, const kernel_desc& k, const dims& space, 
   }
 }
 
-KILN_RUNTIME void run_pointwise(const dims& space, int nm, const memref* mr, segment_fn seg, const void* ctx) {
+KILN_LAZY_DEF void run_pointwise(const dims& space, int nm, const memref* mr, segment_fn seg, const void* ctx) {
   if (space.numel() == 0) return;
   int r = 0;
   index_t ext[max_rank];
@@ -243,7 +243,7 @@ KILN_RUNTIME void run_pointwise(const dims& space, int nm, const memref* mr, seg
   });
 }
 
-KILN_RUNTIME void load_scalars(state& st, const kernel_desc& k, sval* sv) {
+KILN_LAZY_DEF void load_scalars(state& st, const kernel_desc& k, sval* sv) {
   for (int q = 0; q < k.scalars; ++q) {
     const int x = k.scalar_node[q];
     if (st.at(x).o == op::numel) {
@@ -255,7 +255,7 @@ KILN_RUNTIME void load_scalars(state& st, const kernel_desc& k, sval* sv) {
   }
 }
 
-KILN_RUNTIME bool streamed_refs(const dims& space, const kernel_desc& k, const memref* mr, const index_t* size,
+KILN_LAZY_DEF bool streamed_refs(const dims& space, const kernel_desc& k, const memref* mr, const index_t* size,
                                 std::uintptr_t vector_bytes, std::uintptr_t* align) {
   std::fill(align, align + k.mems, ~std::uintptr_t{0});
   const bool rows = k.kind == passes::kernel_kind::reduction && k.lanes_reduce;
@@ -283,7 +283,7 @@ KILN_RUNTIME bool streamed_refs(const dims& space, const kernel_desc& k, const m
   return any;
 }
 
-KILN_RUNTIME void run_rows(const dims& space, const kernel_desc& k, const memref* mr, row_task_fn fn, const void* ctx,
+KILN_LAZY_DEF void run_rows(const dims& space, const kernel_desc& k, const memref* mr, row_task_fn fn, const void* ctx,
                            bool stream) {
   rows_geometry g;
   g.rank = space.rank;

@@ -22,7 +22,7 @@
 namespace kiln::cpu::detail {
 
 /// The index values of an integer view, row-major, each checked against [0, rows).
-KILN_RUNTIME std::vector<index_t> checked_indices(const char* who, const view& idx, index_t rows);
+KILN_LAZY std::vector<index_t> checked_indices(const char* who, const view& idx, index_t rows);
 
 /// Row k of a view whose leading `lead` axes are the index's (shape [...index, ...row]), and
 /// row v of a table: views of one row.
@@ -43,14 +43,14 @@ inline view row_of(const view& t, int lead, const dims& lead_shape, index_t k) {
 }
 
 /// Row k of out = row idx[k] of the table (every index checked before anything is written).
-KILN_RUNTIME void run_gather(const view& table, const view& idx, const view& out);
+KILN_LAZY void run_gather(const view& table, const view& idx, const view& out);
 
 /// Zeros shaped like out, with src's rows added at the indexed rows; floating-point sums in
 /// double, as the eager reference; threads over the columns of a row, so each output element
 /// is summed by one thread in index order (the same result for any thread count). The
 /// accumulator comes from the storage cache (block), so a large one, an embedding table's
 /// gradient, reuses mapped memory from call to call instead of faulting in fresh pages.
-KILN_RUNTIME void run_scatter_add(const view& idx, const view& src, const view& out);
+KILN_LAZY void run_scatter_add(const view& idx, const view& src, const view& out);
 
 /// The output positions [lo, hi) of a window row whose input position ix = ox s - p + k d lies
 /// in [0, n): the rest of the row reads padding.
@@ -70,25 +70,25 @@ inline span inside(index_t positions, index_t n, index_t s, index_t off) {
 /// im2col: for each image and channel (threads over them), each kernel offset (ky, kx) gives a
 /// row of the output whose segment for window row oy is the input row iy, shifted and strided,
 /// with padding around it: a copy when strides are 1, a strided loop otherwise.
-KILN_RUNTIME void run_unfold(const view& x, const view& out, const window2d& w, double pad);
+KILN_LAZY void run_unfold(const view& x, const view& out, const window2d& w, double pad);
 
 /// col2im: the same walk, adding each window row's segment into the input row it came from
 /// (a plane accumulator per image and channel, so threads never share an output element).
-KILN_RUNTIME void run_fold(const view& cols, const view& out, const window2d& w);
+KILN_LAZY void run_fold(const view& cols, const view& out, const window2d& w);
 
 /// Running sums along an axis (from its end if reverse), accumulated in double for floats (as
 /// PyTorch's CPU cumsum) and in i64 wrapping for integers; threads over the other axes.
-KILN_RUNTIME void run_scan(const view& x, const view& out, int axis, bool reverse, bool product);
+KILN_LAZY void run_scan(const view& x, const view& out, int axis, bool reverse, bool product);
 
 /// The indices (i64) that sort each line along an axis, stably (NaN above every number);
 /// threads over the lines.
-KILN_RUNTIME void run_argsort(const view& x, const view& out, int axis, bool descending);
+KILN_LAZY void run_argsort(const view& x, const view& out, int axis, bool descending);
 
 /// Uniform [0, 1) floats, element i (row-major) = philox(seed, stream).uniform24(i).
-KILN_RUNTIME void run_rand(const view& seed, const view& out, std::uint32_t stream);
+KILN_LAZY void run_rand(const view& seed, const view& out, std::uint32_t stream);
 
 #if KILN_DEFINE_RUNTIME
-KILN_RUNTIME std::vector<index_t> checked_indices(const char* who, const view& idx, index_t rows) {
+KILN_LAZY_DEF std::vector<index_t> checked_indices(const char* who, const view& idx, index_t rows) {
   std::vector<index_t> out;
   out.reserve(static_cast<std::size_t>(idx.shape.numel()));
   for_each_index(idx.shape, [&](const index_t* ii) {
@@ -104,7 +104,7 @@ KILN_RUNTIME std::vector<index_t> checked_indices(const char* who, const view& i
   return out;
 }
 
-KILN_RUNTIME void run_gather(const view& table, const view& idx, const view& out) {
+KILN_LAZY_DEF void run_gather(const view& table, const view& idx, const view& out) {
   const std::vector<index_t> rows = checked_indices("gather", idx, table.shape.e[0]);
   const dims table_rows{table.shape.e[0]};
   parallel_for(static_cast<index_t>(rows.size()), 64, [&](index_t b, index_t e) {
@@ -113,7 +113,7 @@ KILN_RUNTIME void run_gather(const view& table, const view& idx, const view& out
   });
 }
 
-KILN_RUNTIME void run_scatter_add(const view& idx, const view& src, const view& out) {
+KILN_LAZY_DEF void run_scatter_add(const view& idx, const view& src, const view& out) {
   const std::vector<index_t> rows = checked_indices("scatter_add", idx, out.shape.e[0]);
   const index_t width = out.shape.numel() / (out.shape.e[0] > 0 ? out.shape.e[0] : 1);
   visit(out.dt, [&]<dtype D>() {
@@ -163,7 +163,7 @@ KILN_RUNTIME void run_scatter_add(const view& idx, const view& src, const view& 
   });
 }
 
-KILN_RUNTIME void run_unfold(const view& x, const view& out, const window2d& w, double pad) {
+KILN_LAZY_DEF void run_unfold(const view& x, const view& out, const window2d& w, double pad) {
   const index_t n = x.shape.e[0], c = x.shape.e[1], h = x.shape.e[2], wd = x.shape.e[3];
   const index_t ho = window_positions(h, w.kh, w.sh, w.ph, w.dh), wo = window_positions(wd, w.kw, w.sw, w.pw, w.dw);
   visit(out.dt, [&]<dtype D>() {
@@ -203,7 +203,7 @@ KILN_RUNTIME void run_unfold(const view& x, const view& out, const window2d& w, 
   });
 }
 
-KILN_RUNTIME void run_fold(const view& cols, const view& out, const window2d& w) {
+KILN_LAZY_DEF void run_fold(const view& cols, const view& out, const window2d& w) {
   const index_t n = out.shape.e[0], c = out.shape.e[1], h = out.shape.e[2], wd = out.shape.e[3];
   const index_t ho = window_positions(h, w.kh, w.sh, w.ph, w.dh), wo = window_positions(wd, w.kw, w.sw, w.pw, w.dw);
   visit(out.dt, [&]<dtype D>() {
@@ -248,7 +248,7 @@ KILN_RUNTIME void run_fold(const view& cols, const view& out, const window2d& w)
 
 /// The offsets of the first element of each line along `axis` in x and in out (none if the
 /// axis is empty).
-KILN_RUNTIME void line_starts(const view& x, const view& out, int axis, std::vector<index_t>& xo, std::vector<index_t>& oo) {
+KILN_LAZY void line_starts(const view& x, const view& out, int axis, std::vector<index_t>& xo, std::vector<index_t>& oo) {
   dims lines = x.shape;
   lines.e[axis] = 1;
   if (x.shape.e[axis] == 0) return;
@@ -264,7 +264,7 @@ KILN_RUNTIME void line_starts(const view& x, const view& out, int axis, std::vec
 
 /// cumsum (product false; from the end if reverse) and cumprod along axis, accumulated in double
 /// for floats (as PyTorch's CPU scans) and in wrapping 64 bits for i64.
-KILN_RUNTIME void run_scan(const view& x, const view& out, int axis, bool reverse, bool product) {
+KILN_LAZY_DEF void run_scan(const view& x, const view& out, int axis, bool reverse, bool product) {
   const index_t n = x.shape.e[axis];
   std::vector<index_t> xo, oo;
   line_starts(x, out, axis, xo, oo);
@@ -293,7 +293,7 @@ KILN_RUNTIME void run_scan(const view& x, const view& out, int axis, bool revers
   });
 }
 
-KILN_RUNTIME void run_argsort(const view& x, const view& out, int axis, bool descending) {
+KILN_LAZY_DEF void run_argsort(const view& x, const view& out, int axis, bool descending) {
   const index_t n = x.shape.e[axis];
   std::vector<index_t> xo, oo;
   line_starts(x, out, axis, xo, oo);
@@ -317,7 +317,7 @@ KILN_RUNTIME void run_argsort(const view& x, const view& out, int axis, bool des
   });
 }
 
-KILN_RUNTIME void run_rand(const view& seed, const view& out, std::uint32_t stream) {
+KILN_LAZY_DEF void run_rand(const view& seed, const view& out, std::uint32_t stream) {
   const philox r(static_cast<std::uint64_t>(*reinterpret_cast<const std::int64_t*>(seed.p)), stream);
   const index_t total = out.shape.numel();
   if (is_contiguous(out)) {
