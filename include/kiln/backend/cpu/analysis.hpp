@@ -737,52 +737,65 @@ struct kernel_of {
 
 // ---- kernels of equal code -------------------------------------------------------------------
 
-/// Emits, as words, everything that selects the code of kernel k of s (what kernel_code reads at
-/// compile time): its analysis f without the graph nodes it is bound to, the dtypes of its
+/// Writes, as words, everything that selects the code of kernel k of s (what kernel_code reads
+/// at compile time): its analysis f without the graph nodes it is bound to, the dtypes of its
 /// memory references, the single-node code of each node, and whether it surely fits its loop
-/// nest. Kernels that emit the same words compile to the same code and share it, bound to their
-/// own nodes at run time: the layers of a model, and their gradients, are compiled once.
-template <class Sched, class Info, class Emit>
-constexpr void code_words(const Sched& s, const Info& f, bool fits, Emit&& emit) {
+/// nest; returns how many (code_word_count(f)). Kernels with the same words compile to the same
+/// code and share it, bound to their own nodes at run time: the layers of a model, and their
+/// gradients, are compiled once.
+template <class Sched, class Info>
+constexpr std::size_t code_words(const Sched& s, const Info& f, bool fits, std::uint64_t* w) {
   const node* nd = s.g.nodes.data();
   const auto u = [](auto x) { return static_cast<std::uint64_t>(x); };
-  emit(u(f.node.size())), emit(u(f.mem_node.size())), emit(u(f.scalar_node.size())), emit(u(f.red_pos.size()));
-  emit(u(f.action.size())), emit(u(f.kind)), emit(u(f.rank)), emit(u(f.axes)), emit(u(f.lanes_reduce));
-  emit(u(f.lanes)), emit(u(f.per_node)), emit(u(f.stages)), emit(u(f.cached)), emit(u(f.c_mem) + 1), emit(u(fits));
+  std::size_t n = 0;
+  for (const std::uint64_t x : {u(f.node.size()), u(f.mem_node.size()), u(f.scalar_node.size()), u(f.red_pos.size()),
+                                u(f.action.size()), u(f.kind), u(f.rank), u(f.axes), u(f.lanes_reduce), u(f.lanes),
+                                u(f.per_node), u(f.stages), u(f.cached), u(f.c_mem) + 1, u(fits)})
+    w[n++] = x;
   for (std::size_t p = 0; p < f.node.size(); ++p) {
     const ndesc& d = f.desc[p];
     const nargs& a = f.args[p];
     const node& x = nd[f.node[p]];
-    emit(u(d.o) | u(d.dt) << 8 | u(f.where[p]) << 16 | u(f.reduction[p]) << 24 | u(x.nin()) << 32);
+    w[n++] = u(d.o) | u(d.dt) << 8 | u(f.where[p]) << 16 | u(f.reduction[p]) << 24 | u(x.nin()) << 32;
     for (std::size_t j = 0; j < 3; ++j) {
       // the single-node code's operand dtypes (single_desc) besides the fused step's
       const dtype in_dt = static_cast<int>(j) < x.nin() ? nd[x.in[j]].dt : dtype{};
-      emit(u(d.idt[j]) | u(d.kind[j]) << 8 | u(in_dt) << 16 | (u(a.idx[j]) + 1) << 24 | (u(f.viewed[p][j]) + 1) << 40);
-      emit(std::bit_cast<std::uint64_t>(a.value[j]));
+      w[n++] = u(d.idt[j]) | u(d.kind[j]) << 8 | u(in_dt) << 16 | (u(a.idx[j]) + 1) << 24 | (u(f.viewed[p][j]) + 1) << 40;
+      w[n++] = std::bit_cast<std::uint64_t>(a.value[j]);
     }
-    emit((u(a.out) + 1) | (u(a.acc) + 1) << 16 | (u(a.cache) + 1) << 32 | u(f.avail[p]) << 48);
+    w[n++] = (u(a.out) + 1) | (u(a.acc) + 1) << 16 | (u(a.cache) + 1) << 32 | u(f.avail[p]) << 48;
   }
   for (std::size_t m = 0; m < f.mem_node.size(); ++m)
-    emit(u(f.mem_nokeep[m]) | u(f.mem_out[m]) << 8 | u(nd[f.mem_node[m]].dt) << 16);
-  for (const int r : f.red_pos) emit(u(r));
+    w[n++] = u(f.mem_nokeep[m]) | u(f.mem_out[m]) << 8 | u(nd[f.mem_node[m]].dt) << 16;
+  for (const int r : f.red_pos) w[n++] = u(r);
   for (const auto& pass : f.action)
-    for (const act x : pass) emit(u(x));
+    for (const act x : pass) w[n++] = u(x);
+  return n;
+}
+template <class Info>
+constexpr std::size_t code_word_count(const Info& f) {
+  std::size_t n = 15 + 8 * f.node.size() + f.mem_node.size() + f.red_pos.size();
+  for (const auto& pass : f.action) n += pass.size();
+  return n;
 }
 
+/// Kernel K's code words, once per kernel, as an array: the digest and the comparison below read
+/// it, where each used to run code_words through a callback of its own (two or three times a
+/// kernel, a call per word: the costliest part of kernel sharing in constant evaluation).
 template <const auto& S, int K>
-constexpr cvec<std::uint64_t> code_of() {
-  cvec<std::uint64_t> w;
-  code_words(S, kernel_of<S, K>::value, fits_of<S>[static_cast<std::size_t>(K)], [&](std::uint64_t x) { w.push_back(x); });
+inline constexpr auto code_words_of = [] {
+  constexpr const auto& f = kernel_of<S, K>::value;
+  std::array<std::uint64_t, code_word_count(f)> w{};
+  if (code_words(S, f, fits_of<S>[static_cast<std::size_t>(K)], w.data()) != w.size())
+    throw "kiln: cpu: code_word_count disagrees with code_words";  // not a constant: a compile error
   return w;
-}
+}();
 
 /// An FNV-1a digest of kernel K's code words.
 template <const auto& S, int K>
 constexpr std::uint64_t code_digest() {
   std::uint64_t h = 14695981039346656037ull;
-  code_words(S, kernel_of<S, K>::value, fits_of<S>[static_cast<std::size_t>(K)], [&](std::uint64_t x) {
-    h = (h ^ x) * 1099511628211ull;
-  });
+  for (const std::uint64_t x : code_words_of<S, K>) h = (h ^ x) * 1099511628211ull;
   return h;
 }
 template <const auto& S, int... K>
@@ -805,7 +818,8 @@ constexpr int code_owner() {
     return K;
   } else {
     // equal digests: compared word for word (a collision keeps code of its own)
-    const cvec<std::uint64_t> a = code_of<S, first>(), b = code_of<S, K>();
+    constexpr const auto& a = code_words_of<S, first>;
+    constexpr const auto& b = code_words_of<S, K>;
     if (a.size() != b.size()) return K;
     for (std::size_t i = 0; i < a.size(); ++i)
       if (a[i] != b[i]) return K;
