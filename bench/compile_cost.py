@@ -20,9 +20,13 @@ Two suites:
          With --steps, also finds (by bisection, clang only, -fsyntax-only) the smallest
          -fconstexpr-steps each chain needs (clang's default: 1,048,576 per constant evaluation).
          Writes bench/results/compile_scaling.json.
+With --baseline DIR (another checkout's include/), each kiln program is also built with those
+headers right after its own build ("kiln@base", "kiln-separate@base"), and a second table gives
+this tree's time and memory over the baseline's: a before-and-after of a change within one run.
 Prints a Markdown table. Run it on a quiet machine: the build uses one core per compile.
 Usage: bench/compile_cost.py [--suite programs|scaling] [--compilers g++,clang++] [--repeat 3]
        [--sizes 25,50,...] [--shapes chain,wide,mlp] [--timeout 300] [--steps] [--out FILE]
+       [--baseline DIR]
 """
 import argparse, json, os, platform, re, statistics, subprocess, sys, tempfile, time
 
@@ -146,24 +150,35 @@ def programs_suite(a):
         jobs.append((prog, 'kiln-separate', os.path.join(here, f'kiln_{prog}.cpp'), sep_flags))
     jobs.append(('fashion_mnist_example', 'kiln-separate', os.path.join(ROOT, 'examples', 'train_fashion_mnist.cpp'),
                  sep_flags + [f'-I{os.path.join(ROOT, "examples")}']))
+    if a.baseline:  # each kiln job, then the same with the baseline's headers
+        base_inc = f'-I{os.path.abspath(a.baseline)}'
+        jobs = [j for job in jobs for j in ([job] if job[1] == 'eigen' else
+                [job, (job[0], job[1] + '@base', job[2], [base_inc if f == f'-I{INCLUDE}' else f for f in job[3]])])]
     rows = []
     tmp_rt = tempfile.TemporaryDirectory()
     for cxx in a.compilers.split(','):
         rt_src = os.path.join(tmp_rt.name, 'runtime.cpp')
-        rt_obj = os.path.join(tmp_rt.name, f'runtime-{cxx}.o')
+        rt_obj = {}
         with open(rt_src, 'w') as f:
             f.write('#include <kiln/src.hpp>\n')
-        # (kiln before separate compilation has no src.hpp: no object, its separate rows are skipped)
-        sec, mb, err = link_cost(cxx, rt_src, sep_flags, a.timeout, object_out=rt_obj)
-        r = {'program': 'runtime (src.hpp)', 'library': 'kiln-separate', 'compiler': cxx, 'ok': not err, 'error': err,
-             'seconds': sec, 'peak_mb': mb, 'runs_seconds': [sec]}
-        rows.append(r)
-        print(json.dumps(r), file=sys.stderr, flush=True)
+        for suffix in ([''] + (['@base'] if a.baseline else [])):
+            obj = os.path.join(tmp_rt.name, f'runtime-{cxx}{suffix}.o')
+            flags = sep_flags if not suffix else [base_inc if f == f'-I{INCLUDE}' else f for f in sep_flags]
+            # (kiln before separate compilation has no src.hpp: no object, its separate rows are skipped)
+            sec, mb, err = link_cost(cxx, rt_src, flags, a.timeout, object_out=obj)
+            if not err:
+                rt_obj[suffix] = obj
+            r = {'program': 'runtime (src.hpp)', 'library': 'kiln-separate' + suffix, 'compiler': cxx, 'ok': not err,
+                 'error': err, 'seconds': sec, 'peak_mb': mb, 'runs_seconds': [sec]}
+            rows.append(r)
+            print(json.dumps(r), file=sys.stderr, flush=True)
         for prog, lib, src, flags in jobs:
-            if not os.path.exists(src) or (lib == 'kiln-separate' and not os.path.exists(rt_obj)):
+            suffix = '@base' if lib.endswith('@base') else ''
+            separate = lib.startswith('kiln-separate')
+            if not os.path.exists(src) or (separate and suffix not in rt_obj):
                 continue
             runs, err = [], ''
-            objs = [rt_obj] if lib == 'kiln-separate' else []
+            objs = [rt_obj[suffix]] if separate else []
             for _ in range(a.repeat):
                 sec, mb, err = link_cost(cxx, src, flags, a.timeout, objs, libs=['-lz'] if 'fashion' in prog else [])
                 if err:
@@ -180,7 +195,7 @@ def programs_suite(a):
                                      text=True).stdout.strip(),
             'compilers': {c: compiler_version(c) for c in a.compilers.split(',')},
             'flags': '-std=c++20 -O2, compile and link; kiln: -fopenmp -DKILN_HAVE_OPENMP=1 (kiln-separate: and -DKILN_SEPARATE_COMPILATION, linking the object of <kiln/src.hpp> compiled once); eigen: -fopenmp',
-            'repeat': a.repeat, 'kiln_headers': a.include or 'this checkout'}
+            'repeat': a.repeat, 'kiln_headers': a.include or 'this checkout', 'baseline_headers': a.baseline}
     out = a.out or os.path.join(ROOT, 'bench', 'results', 'compile.json')
     with open(out, 'w') as f:
         json.dump({'meta': meta, 'rows': rows}, f, indent=1)
@@ -202,6 +217,23 @@ def programs_suite(a):
                 continue
             print(f"| {prog} | {cxx} | {' | '.join(cell(k))} | {' | '.join(cell(s))} | {' | '.join(cell(e))} "
                   f"| {ratio(k, e)} | {ratio(s, e)} |")
+
+    if a.baseline:
+        print()
+        print(f'Against the baseline headers ({a.baseline}), in the same run: this tree over the baseline (below 1: '
+              'this tree is cheaper)')
+        print('| program | compiler | kiln s | kiln MB | separate s | separate MB |')
+        print('| --- | --- | ---: | ---: | ---: | ---: |')
+        def over(x, b, key):
+            return f"{x[key] / b[key]:.2f}" if x and b and x['ok'] and b['ok'] and b[key] else ''
+        for cxx in a.compilers.split(','):
+            for prog in PROGRAMS + ['fashion_mnist_example', 'runtime (src.hpp)']:
+                k, kb, s_, sb = (by.get((prog, lib, cxx)) for lib in ('kiln', 'kiln@base', 'kiln-separate',
+                                                                       'kiln-separate@base'))
+                if not (k or s_):
+                    continue
+                print(f"| {prog} | {cxx} | {over(k, kb, 'seconds')} | {over(k, kb, 'peak_mb')} "
+                      f"| {over(s_, sb, 'seconds')} | {over(s_, sb, 'peak_mb')} |")
 
 def min_steps(src, guess=None):
     """Smallest -fconstexpr-steps with which clang accepts src (within 2%), or None above 16M.
@@ -239,6 +271,7 @@ def main():
     ap.add_argument('--steps', action='store_true')
     ap.add_argument('--include', default=None, help='kiln headers to measure (default: this checkout)')
     ap.add_argument('--out', default=None)
+    ap.add_argument('--baseline', default=None, help='another include/ to measure beside this one, job by job')
     a = ap.parse_args()
     INCLUDE = a.include or INCLUDE
     if a.suite == 'programs':
