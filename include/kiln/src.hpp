@@ -15,3 +15,4 @@
 #include "optim.hpp"
 #include "io/safetensors.hpp"
 #include "io/idx.hpp"
+#include "data/loader.hpp"

@@ -57,31 +57,10 @@ class dataset {
 class tensor_dataset : public dataset {
  public:
   /// Throws shape_error unless every tensor has rank >= 1 and the same first extent.
-  explicit tensor_dataset(std::vector<any_tensor> tensors) : t_(std::move(tensors)) {
-    if (t_.empty()) throw std::invalid_argument("kiln::data::tensor_dataset: no tensors");
-    for (any_tensor& t : t_) {
-      if (t.rank() < 1 || t.shape().e[0] != t_[0].shape().e[0])
-        throw shape_error("tensor_dataset", t_[0].shape(), t.shape(), "need one first extent (rows)");
-      t = t.contiguous();
-    }
-  }
+  KILN_RUNTIME explicit tensor_dataset(std::vector<any_tensor> tensors);
   index_t size() const override { return t_[0].shape().e[0]; }
-  std::vector<std::pair<dtype, dims>> columns(index_t batch) const override {
-    std::vector<std::pair<dtype, dims>> c;
-    for (const any_tensor& t : t_) {
-      dims d = t.shape();
-      d.e[0] = batch;
-      c.push_back({t.dt(), d});
-    }
-    return c;
-  }
-  void gather(const std::vector<index_t>& idx, std::vector<any_tensor>& out) const override {
-    for (std::size_t c = 0; c < t_.size(); ++c) {
-      const std::size_t row = static_cast<std::size_t>(t_[c].numel() / std::max<index_t>(size(), 1)) * size_of(t_[c].dt());
-      for (std::size_t r = 0; r < idx.size(); ++r)
-        std::memcpy(out[c].bytes() + r * row, t_[c].bytes() + static_cast<std::size_t>(idx[r]) * row, row);
-    }
-  }
+  KILN_RUNTIME std::vector<std::pair<dtype, dims>> columns(index_t batch) const override;
+  KILN_RUNTIME void gather(const std::vector<index_t>& idx, std::vector<any_tensor>& out) const override;
 
  private:
   std::vector<any_tensor> t_;
@@ -92,13 +71,7 @@ class tensor_dataset : public dataset {
 /// tokens[i stride + 1, i stride + length + 1), both [length] of the corpus's dtype.
 class token_windows : public dataset {
  public:
-  token_windows(any_tensor tokens, index_t length, index_t stride)
-      : t_(tokens.contiguous()), length_(length), stride_(stride) {
-    if (t_.rank() != 1 || !is_integral(t_.dt()) || t_.dt() == dtype::boolean)
-      throw std::invalid_argument("kiln::data::token_windows: the corpus must be a vector of integer token ids");
-    if (length < 1 || stride < 1)
-      throw std::invalid_argument("kiln::data::token_windows: length and stride must be positive");
-  }
+  KILN_RUNTIME token_windows(any_tensor tokens, index_t length, index_t stride);
   index_t size() const override {
     const index_t n = t_.numel();
     return n < length_ + 1 ? 0 : (n - length_ - 1) / stride_ + 1;
@@ -106,14 +79,7 @@ class token_windows : public dataset {
   std::vector<std::pair<dtype, dims>> columns(index_t batch) const override {
     return {{t_.dt(), dims{batch, length_}}, {t_.dt(), dims{batch, length_}}};
   }
-  void gather(const std::vector<index_t>& idx, std::vector<any_tensor>& out) const override {
-    const std::size_t e = size_of(t_.dt()), row = static_cast<std::size_t>(length_) * e;
-    for (std::size_t r = 0; r < idx.size(); ++r) {
-      const std::size_t at = static_cast<std::size_t>(idx[r] * stride_) * e;
-      std::memcpy(out[0].bytes() + r * row, t_.bytes() + at, row);
-      std::memcpy(out[1].bytes() + r * row, t_.bytes() + at + e, row);
-    }
-  }
+  KILN_RUNTIME void gather(const std::vector<index_t>& idx, std::vector<any_tensor>& out) const override;
 
  private:
   any_tensor t_;
@@ -131,14 +97,11 @@ struct loader_options {
 /// Batches of a dataset, epoch by epoch (see the top of this file).
 class loader {
  public:
-  loader(std::shared_ptr<const dataset> d, loader_options o) : d_(std::move(d)), o_(o) {
-    if (!d_) throw std::invalid_argument("kiln::data::loader: no dataset");
-    if (o_.batch < 1) throw std::invalid_argument("kiln::data::loader: the batch must be positive");
-  }
+  KILN_RUNTIME loader(std::shared_ptr<const dataset> d, loader_options o);
   template <class D>
     requires std::derived_from<D, dataset>
   loader(D d, loader_options o) : loader(std::make_shared<const D>(std::move(d)), o) {}
-  ~loader() { stop_worker(); }
+  KILN_RUNTIME ~loader();
   loader(const loader&) = delete;
   loader& operator=(const loader&) = delete;
 
@@ -150,51 +113,10 @@ class loader {
   }
 
   /// Starts epoch e (from its first batch).
-  void begin_epoch(std::uint64_t e) {
-    stop_worker();
-    const index_t n = d_->size();
-    order_.resize(static_cast<std::size_t>(n));
-    for (index_t i = 0; i < n; ++i) order_[static_cast<std::size_t>(i)] = i;
-    if (o_.shuffle) {  // Fisher-Yates with philox (core/random.hpp): the same order on every machine
-      const philox rng(o_.seed, 0x6c6f61646572ULL ^ e);
-      for (index_t i = n - 1; i > 0; --i) {
-        const std::uint64_t j = rng.below(static_cast<std::uint64_t>(i), static_cast<std::uint64_t>(i + 1));
-        std::swap(order_[static_cast<std::size_t>(i)], order_[static_cast<std::size_t>(j)]);
-      }
-    }
-    next_ = 0;
-    handed_ = -1;
-    started_ = true;
-    if (o_.prefetch && batches() > 0) start_worker();
-  }
+  KILN_RUNTIME void begin_epoch(std::uint64_t e);
 
   /// The epoch's next batch (each column [b, ...]), or nothing at its end.
-  std::optional<std::vector<any_tensor>> next() {
-    if (!started_) throw std::logic_error("kiln::data::loader: next() before begin_epoch()");
-    if (next_ >= batches()) return std::nullopt;
-    const index_t k = next_++;
-    const int s = static_cast<int>(k % 2);
-    if (!o_.prefetch) {
-      fill(s, k);
-    } else {
-      std::unique_lock<std::mutex> l(m_);
-      if (ready_[s] != k) {  // not gathered yet: the step waits for its data
-        profiling::recorder* prof = profiling::active();
-        const std::int64_t t0 = profiling::now();
-        cv_.wait(l, [&] { return ready_[s] == k || error_; });
-        const std::int64_t t1 = profiling::now();
-        waited_ += static_cast<double>(t1 - t0) / 1e9;
-        if (prof) prof->add("(waiting for data)", false, 0, t0, t1, 0, 0);
-      }
-      if (error_) std::rethrow_exception(error_);
-      handed_ = k;  // the other slot, the previous batch's, may be filled now
-      cv_.notify_all();
-    }
-    std::vector<any_tensor> out = slot_[s];
-    if (out[0].shape().e[0] != rows(k))  // a short last batch: the first rows of the slot
-      for (any_tensor& t : out) t = t.slice(0, 0, rows(k));
-    return out;
-  }
+  KILN_RUNTIME std::optional<std::vector<any_tensor>> next();
 
   /// Seconds next() has waited for batches not yet gathered (prefetch keeps it near 0).
   double waited() const { return waited_; }
@@ -203,55 +125,9 @@ class loader {
   index_t rows(index_t k) const { return std::min(o_.batch, d_->size() - k * o_.batch); }
 
   /// Gathers batch k into slot s (new storage where the caller still holds the slot's).
-  void fill(int s, index_t k) {
-    std::vector<any_tensor>& slot = slot_[s];
-    bool fresh = slot.empty();
-    for (const any_tensor& t : slot) fresh = fresh || t.use_count() > 1;
-    if (fresh) {
-      slot.clear();
-      for (const auto& [dt, shape] : d_->columns(o_.batch)) slot.emplace_back(dt, shape, uninitialized);
-    }
-    const index_t n = rows(k);
-    const std::vector<index_t> idx(order_.begin() + k * o_.batch, order_.begin() + k * o_.batch + n);
-    d_->gather(idx, slot);
-  }
-
-  void start_worker() {
-    ready_[0] = ready_[1] = -1;
-    error_ = nullptr;
-    quit_ = false;
-    worker_ = std::thread([this] {
-      for (index_t k = 0; k < batches(); ++k) {
-        const int s = static_cast<int>(k % 2);
-        {
-          // slot s held batch k - 2: free once the caller has taken batch k - 1
-          std::unique_lock<std::mutex> l(m_);
-          cv_.wait(l, [&] { return quit_ || handed_ >= k - 1; });
-          if (quit_) return;
-        }
-        try {
-          fill(s, k);
-        } catch (...) {
-          std::lock_guard<std::mutex> l(m_);
-          error_ = std::current_exception();
-          cv_.notify_all();
-          return;
-        }
-        std::lock_guard<std::mutex> l(m_);
-        ready_[s] = k;
-        cv_.notify_all();
-      }
-    });
-  }
-  void stop_worker() {
-    if (!worker_.joinable()) return;
-    {
-      std::lock_guard<std::mutex> l(m_);
-      quit_ = true;
-    }
-    cv_.notify_all();
-    worker_.join();
-  }
+  KILN_RUNTIME void fill(int s, index_t k);
+  KILN_RUNTIME void start_worker();
+  KILN_RUNTIME void stop_worker();
 
   std::shared_ptr<const dataset> d_;
   loader_options o_;
@@ -266,5 +142,150 @@ class loader {
   std::exception_ptr error_;
   double waited_ = 0;
 };
+
+#if KILN_DEFINE_RUNTIME
+KILN_RUNTIME tensor_dataset::tensor_dataset(std::vector<any_tensor> tensors) : t_(std::move(tensors)) {
+  if (t_.empty()) throw std::invalid_argument("kiln::data::tensor_dataset: no tensors");
+  for (any_tensor& t : t_) {
+    if (t.rank() < 1 || t.shape().e[0] != t_[0].shape().e[0])
+      throw shape_error("tensor_dataset", t_[0].shape(), t.shape(), "need one first extent (rows)");
+    t = t.contiguous();
+  }
+}
+KILN_RUNTIME std::vector<std::pair<dtype, dims>> tensor_dataset::columns(index_t batch) const {
+  std::vector<std::pair<dtype, dims>> c;
+  for (const any_tensor& t : t_) {
+    dims d = t.shape();
+    d.e[0] = batch;
+    c.push_back({t.dt(), d});
+  }
+  return c;
+}
+KILN_RUNTIME void tensor_dataset::gather(const std::vector<index_t>& idx, std::vector<any_tensor>& out) const {
+  for (std::size_t c = 0; c < t_.size(); ++c) {
+    const std::size_t row = static_cast<std::size_t>(t_[c].numel() / std::max<index_t>(size(), 1)) * size_of(t_[c].dt());
+    for (std::size_t r = 0; r < idx.size(); ++r)
+      std::memcpy(out[c].bytes() + r * row, t_[c].bytes() + static_cast<std::size_t>(idx[r]) * row, row);
+  }
+}
+
+KILN_RUNTIME token_windows::token_windows(any_tensor tokens, index_t length, index_t stride)
+    : t_(tokens.contiguous()), length_(length), stride_(stride) {
+  if (t_.rank() != 1 || !is_integral(t_.dt()) || t_.dt() == dtype::boolean)
+    throw std::invalid_argument("kiln::data::token_windows: the corpus must be a vector of integer token ids");
+  if (length < 1 || stride < 1)
+    throw std::invalid_argument("kiln::data::token_windows: length and stride must be positive");
+}
+KILN_RUNTIME void token_windows::gather(const std::vector<index_t>& idx, std::vector<any_tensor>& out) const {
+  const std::size_t e = size_of(t_.dt()), row = static_cast<std::size_t>(length_) * e;
+  for (std::size_t r = 0; r < idx.size(); ++r) {
+    const std::size_t at = static_cast<std::size_t>(idx[r] * stride_) * e;
+    std::memcpy(out[0].bytes() + r * row, t_.bytes() + at, row);
+    std::memcpy(out[1].bytes() + r * row, t_.bytes() + at + e, row);
+  }
+}
+
+KILN_RUNTIME loader::loader(std::shared_ptr<const dataset> d, loader_options o) : d_(std::move(d)), o_(o) {
+  if (!d_) throw std::invalid_argument("kiln::data::loader: no dataset");
+  if (o_.batch < 1) throw std::invalid_argument("kiln::data::loader: the batch must be positive");
+}
+KILN_RUNTIME loader::~loader() { stop_worker(); }
+
+KILN_RUNTIME void loader::begin_epoch(std::uint64_t e) {
+  stop_worker();
+  const index_t n = d_->size();
+  order_.resize(static_cast<std::size_t>(n));
+  for (index_t i = 0; i < n; ++i) order_[static_cast<std::size_t>(i)] = i;
+  if (o_.shuffle) {  // Fisher-Yates with philox (core/random.hpp): the same order on every machine
+    const philox rng(o_.seed, 0x6c6f61646572ULL ^ e);
+    for (index_t i = n - 1; i > 0; --i) {
+      const std::uint64_t j = rng.below(static_cast<std::uint64_t>(i), static_cast<std::uint64_t>(i + 1));
+      std::swap(order_[static_cast<std::size_t>(i)], order_[static_cast<std::size_t>(j)]);
+    }
+  }
+  next_ = 0;
+  handed_ = -1;
+  started_ = true;
+  if (o_.prefetch && batches() > 0) start_worker();
+}
+
+KILN_RUNTIME std::optional<std::vector<any_tensor>> loader::next() {
+  if (!started_) throw std::logic_error("kiln::data::loader: next() before begin_epoch()");
+  if (next_ >= batches()) return std::nullopt;
+  const index_t k = next_++;
+  const int s = static_cast<int>(k % 2);
+  if (!o_.prefetch) {
+    fill(s, k);
+  } else {
+    std::unique_lock<std::mutex> l(m_);
+    if (ready_[s] != k) {  // not gathered yet: the step waits for its data
+      profiling::recorder* prof = profiling::active();
+      const std::int64_t t0 = profiling::now();
+      cv_.wait(l, [&] { return ready_[s] == k || error_; });
+      const std::int64_t t1 = profiling::now();
+      waited_ += static_cast<double>(t1 - t0) / 1e9;
+      if (prof) prof->add("(waiting for data)", false, 0, t0, t1, 0, 0);
+    }
+    if (error_) std::rethrow_exception(error_);
+    handed_ = k;  // the other slot, the previous batch's, may be filled now
+    cv_.notify_all();
+  }
+  std::vector<any_tensor> out = slot_[s];
+  if (out[0].shape().e[0] != rows(k))  // a short last batch: the first rows of the slot
+    for (any_tensor& t : out) t = t.slice(0, 0, rows(k));
+  return out;
+}
+
+KILN_RUNTIME void loader::fill(int s, index_t k) {
+  std::vector<any_tensor>& slot = slot_[s];
+  bool fresh = slot.empty();
+  for (const any_tensor& t : slot) fresh = fresh || t.use_count() > 1;
+  if (fresh) {
+    slot.clear();
+    for (const auto& [dt, shape] : d_->columns(o_.batch)) slot.emplace_back(dt, shape, uninitialized);
+  }
+  const index_t n = rows(k);
+  const std::vector<index_t> idx(order_.begin() + k * o_.batch, order_.begin() + k * o_.batch + n);
+  d_->gather(idx, slot);
+}
+
+KILN_RUNTIME void loader::start_worker() {
+  ready_[0] = ready_[1] = -1;
+  error_ = nullptr;
+  quit_ = false;
+  worker_ = std::thread([this] {
+    for (index_t k = 0; k < batches(); ++k) {
+      const int s = static_cast<int>(k % 2);
+      {
+        // slot s held batch k - 2: free once the caller has taken batch k - 1
+        std::unique_lock<std::mutex> l(m_);
+        cv_.wait(l, [&] { return quit_ || handed_ >= k - 1; });
+        if (quit_) return;
+      }
+      try {
+        fill(s, k);
+      } catch (...) {
+        std::lock_guard<std::mutex> l(m_);
+        error_ = std::current_exception();
+        cv_.notify_all();
+        return;
+      }
+      std::lock_guard<std::mutex> l(m_);
+      ready_[s] = k;
+      cv_.notify_all();
+    }
+  });
+}
+
+KILN_RUNTIME void loader::stop_worker() {
+  if (!worker_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> l(m_);
+    quit_ = true;
+  }
+  cv_.notify_all();
+  worker_.join();
+}
+#endif  // KILN_DEFINE_RUNTIME
 
 }  // namespace kiln::data

@@ -217,22 +217,6 @@ template <class... G>
 constexpr auto squared_norm(const G&... g) {
   return (sum(g * g) + ...);
 }
-/// The updates of a training step, one pack (new parameter, new states...) per parameter,
-/// each reached by its position through its own base (`group_at<K>(u)`): a std::tuple of them,
-/// or std::tuple_cat, would instantiate std::get or tuple_cat's steps once per parameter with
-/// every update's type in their names (long names are what g++ 12 pays for: docs/build-cost.md).
-template <std::size_t K, class T>
-struct group {
-  T value;
-};
-template <class I, class... T>
-struct groups;
-template <std::size_t... K, class... T>
-struct groups<std::index_sequence<K...>, T...> : group<K, T>... {};
-template <std::size_t K, class T>
-constexpr const T& group_at(const group<K, T>& g) {
-  return g.value;
-}
 /// For each output after the loss, (its group, its position in the group), given each group's size.
 template <std::size_t... N>
 constexpr auto flat_positions() {
@@ -254,24 +238,27 @@ constexpr auto training_step(const L& loss, std::tuple<P...>, const Opt& = {}, c
   // grad(loss, wrt(P{}...)) without its std::tuple (core/pack.hpp says why)
   const auto gs = kiln::detail::make_pack(grad(loss, P{})...);
   return [&]<std::size_t... I>(std::index_sequence<I...>) {
+    // the updates, a pack (new parameter, new states...) per parameter, all in one pack: each
+    // reached by position through its base (std::tuple or tuple_cat would instantiate std::get
+    // or tuple_cat's steps per parameter, every update's type in their names: docs/build-cost.md)
     const auto ups = [&] {
       if constexpr (std::same_as<Clip, clip_grad_norm>) {
         // one coefficient for every gradient, computed in f32 (or the first parameter's dtype)
         constexpr dtype D = std::tuple_element_t<0, std::tuple<P...>>::dt;
         auto norm = sqrt(detail::squared_norm(cast<D>(kiln::detail::get<I>(gs))...));
         auto coef = min(hp<D, "max_norm">() / (norm + 1e-6), 1.0);
-        using U = detail::groups<std::index_sequence<I...>,
-                                 decltype(detail::update_one<Opt, P>(kiln::detail::get<I>(gs) * cast<P::dt>(coef)))...>;
+        using U =
+            kiln::detail::pack<decltype(detail::update_one<Opt, P>(kiln::detail::get<I>(gs) * cast<P::dt>(coef)))...>;
         return U{{detail::update_one<Opt, P>(kiln::detail::get<I>(gs) * cast<P::dt>(coef))}...};
       } else {
-        using U = detail::groups<std::index_sequence<I...>, decltype(detail::update_one<Opt, P>(kiln::detail::get<I>(gs)))...>;
+        using U = kiln::detail::pack<decltype(detail::update_one<Opt, P>(kiln::detail::get<I>(gs)))...>;
         return U{{detail::update_one<Opt, P>(kiln::detail::get<I>(gs))}...};
       }
     }();
     constexpr auto& at =
         detail::flat_positions_of<decltype(detail::update_one<Opt, P>(kiln::detail::get<I>(gs)))::size...>;
     return [&]<std::size_t... F>(std::index_sequence<F...>) {
-      return outputs(loss, kiln::detail::get<at[F].second>(detail::group_at<at[F].first>(ups))...);
+      return outputs(loss, kiln::detail::get<at[F].second>(kiln::detail::get<at[F].first>(ups))...);
     }(std::make_index_sequence<at.size()>{});
   }(std::index_sequence_for<P...>{});
 }
