@@ -240,6 +240,23 @@ TEST_CASE("dynamic extents that differ at run time: the kernel runs node by node
   CHECK(cpu::stats().node_by_node > 0);
 }
 
+TEST_CASE("node by node, rank 3: a permuted operand, a broadcast middle axis, a scalar result, no rows") {
+  // the operands' strides and the loop over rows are run-time code (run_single_pointwise), the
+  // per-op loop over one row a template (single_row)
+  using P = input<"p", f32, shape<dyn, dyn, dyn>>;
+  using Q = input<"q", f32, shape<dyn, dyn, dyn>>;
+  const auto e = outputs(exp(P{}), exp(P{}) * Q{} - P{}, sum(exp(P{}) * Q{}) * 0.5f);
+  // p [4, 1, 7] broadcasts along axis 1 against q [4, 5, 7], a permuted view of a [7, 4, 5]
+  const auto p = kt::rand<float, 3>({4, 1, 7});
+  const any_tensor q = kt::rand<float, 3>({7, 4, 5}).any().permute({1, 2, 0});
+  REQUIRE_FALSE(q.is_contiguous());
+  cpu::stats() = {};
+  CHECK(kt::cpu_vs_eager(e, {{"p", p}, {"q", q}}) <= 1e-5);
+  CHECK(cpu::stats().node_by_node > 0);
+  // no rows: nothing computed, the shapes still the reference's
+  CHECK(kt::cpu_vs_eager(e, {{"p", kt::rand<float, 3>({0, 1, 7})}, {"q", kt::rand<float, 3>({0, 5, 7})}}) == 0);
+}
+
 TEST_CASE("kiln::compile, eval with either backend, assignment straight into a destination") {
   auto x = input<"x", f32, shape<dyn, 8>>{};
   auto w = param<"w", f32, shape<8, 5>>{};
