@@ -67,8 +67,8 @@ inline constexpr int chunks_per_thread = 8;
 namespace detail {
 /// A parallel_for or with_team body behind a pointer. The threads' code (the split, OpenMP's
 /// regions, the pool's and a team's jobs) is run-time code compiled once, not once per lambda
-/// that a kernel hands parallel_for: each such instantiation used to carry two outlined OpenMP
-/// regions and the pool's fallback, and clang's OpenMP optimisation of a unit grew with them.
+/// that a kernel hands parallel_for (each instantiation would carry two outlined OpenMP regions
+/// and the pool's fallback).
 struct body_ref {
   void (*call)(void*, index_t, index_t);
   void* ctx;
