@@ -131,6 +131,33 @@ TEST_CASE("results and scratch buffers may come from the storage cache: stale Na
   CHECK(kt::same_bits(first, got[0]));
 }
 
+TEST_CASE("kernels that differ in a commutative op's operand order or a pointwise kernel's rank share code") {
+  // exp(a) + c and d + exp(b): canonicalisation orders an add's operands by node index, the
+  // computed value first in one and the leaf first in the other; the kernel orders them by its
+  // own sources. e and f: the same kernel at rank 1 and rank 3.
+  using A = input<"a", f32, shape<4, 5>>;
+  using B = input<"b", f32, shape<3, 7>>;
+  using C = input<"c", f32, shape<4, 5>>;
+  using D = input<"d", f32, shape<3, 7>>;
+  using E = input<"e", f32, shape<6>>;
+  using F = input<"f", f32, shape<2, 3, 4>>;
+  using H = input<"h", f32, shape<6>>;
+  using K = input<"k", f32, shape<2, 3, 4>>;
+  const auto ord = outputs(exp(A{}) + C{}, D{} + exp(B{}));
+  const auto rk = outputs(sqrt(abs(E{})) - H{}, sqrt(abs(F{})) - K{});
+  constexpr const auto& so = plan<decltype(ord)>::schedule;
+  constexpr const auto& sr = plan<decltype(rk)>::schedule;
+  static_assert(so.kernels.size() == 2 && cpu::compiled_kernels<so> == 1, "one code for both operand orders");
+  static_assert(sr.kernels.size() == 2 && cpu::compiled_kernels<sr> == 1, "one code for both ranks");
+  // each kernel on its own nodes, the shared code's operand order included
+  for (int draw = 0; draw < 3; ++draw) {
+    CHECK(kt::cpu_vs_eager(ord, {{"a", kt::rand<float, 2>({4, 5}, -2, 2)}, {"b", kt::rand<float, 2>({3, 7}, -2, 2)},
+                                 {"c", kt::rand<float, 2>({4, 5})}, {"d", kt::rand<float, 2>({3, 7})}}) <= 1e-6);  // (exp)
+    CHECK(kt::cpu_vs_eager(rk, {{"e", kt::rand<float, 1>({6})}, {"f", kt::rand<float, 3>({2, 3, 4})},
+                                {"h", kt::rand<float, 1>({6})}, {"k", kt::rand<float, 3>({2, 3, 4})}}) == 0);
+  }
+}
+
 TEST_CASE("kernels of equal code, a model's repeated layers and their gradients, share one instantiation") {
   // three layers of one width: each layer's kernels (a matmul with its bias and GELU epilogue, a
   // LayerNorm row kernel) are the same code on other nodes, and so are most of their gradients'

@@ -411,6 +411,23 @@ constexpr Info analyse_kernel(const Sched& s, int k, const bool* stored, node_ra
       }
       idx[j] = at;
     }
+    // A commutative op's operands in an order of the kernel's own (source, then slot), not the
+    // graph's (canonicalisation orders them by node index, which differs between layers), so
+    // that the kernels of equal layers have equal code words and share code. Not max and min:
+    // on a tie of zeros they return the first operand, so their order shows in the sign.
+    if (is_commutative(x.o) && x.o != op::max && x.o != op::min && x.nin() == 2 && idt[0] == idt[1]) {
+      const bool swap = kind[1] != kind[0]       ? kind[1] < kind[0]
+                        : idx[1] != idx[0]       ? idx[1] < idx[0]
+                        : viewed[1] != viewed[0] ? viewed[1] < viewed[0]
+                                                 : value[1] < value[0];
+      if (swap) {
+        const src k0 = kind[0];
+        const int i0 = idx[0], v0 = viewed[0];
+        const double c0 = value[0];
+        kind[0] = kind[1], idx[0] = idx[1], viewed[0] = viewed[1], value[0] = value[1];
+        kind[1] = k0, idx[1] = i0, viewed[1] = v0, value[1] = c0;
+      }
+    }
     d.idt = {idt[0], idt[1], idt[2]};
     d.kind = {kind[0], kind[1], kind[2]};
     a.idx = {idx[0], idx[1], idx[2]};
@@ -748,8 +765,10 @@ constexpr std::size_t code_words(const Sched& s, const Info& f, bool fits, std::
   const node* nd = s.g.nodes.data();
   const auto u = [](auto x) { return static_cast<std::uint64_t>(x); };
   std::size_t n = 0;
+  // (a pointwise kernel's code does not read its rank: its loops run over the run-time space)
+  const bool ranked = f.kind != passes::kernel_kind::pointwise;
   for (const std::uint64_t x : {u(f.node.size()), u(f.mem_node.size()), u(f.scalar_node.size()), u(f.red_pos.size()),
-                                u(f.action.size()), u(f.kind), u(f.rank), u(f.axes), u(f.lanes_reduce), u(f.lanes),
+                                u(f.action.size()), u(f.kind), ranked ? u(f.rank) : 0, u(f.axes), u(f.lanes_reduce), u(f.lanes),
                                 u(f.per_node), u(f.stages), u(f.cached), u(f.c_mem) + 1, u(fits)})
     w[n++] = x;
   for (std::size_t p = 0; p < f.node.size(); ++p) {

@@ -112,7 +112,7 @@ struct kernel_code {
 
   /// The kernel's description without its nodes (run_kernel binds it to the kernel it runs).
   static constexpr kernel_desc proto_desc = {
-      I.kind, I.rank, I.axes, I.lanes_reduce, W, N, nullptr, I.where.data(), I.reduction.data(), I.args.data(), NM, nullptr,
+      I.kind, I.axes, I.lanes_reduce, W, N, nullptr, I.where.data(), I.reduction.data(), I.args.data(), NM, nullptr,
       I.mem_nokeep.data(), I.mem_out.data(), I.c_mem, Z.scalars, nullptr, may_not_fit};
 
   template <int Base, int... J>

@@ -37,7 +37,6 @@ namespace kiln::cpu::detail {
 /// A kernel's analysis as run-time values: what the code shared by all kernels needs.
 struct kernel_desc {
   passes::kernel_kind kind = passes::kernel_kind::pointwise;
-  int rank = 1;
   std::uint32_t axes = 0;
   bool lanes_reduce = false;
   int width = 1;
