@@ -150,10 +150,11 @@ def programs_suite(a):
         jobs.append((prog, 'kiln-separate', os.path.join(here, f'kiln_{prog}.cpp'), sep_flags))
     jobs.append(('fashion_mnist_example', 'kiln-separate', os.path.join(ROOT, 'examples', 'train_fashion_mnist.cpp'),
                  sep_flags + [f'-I{os.path.join(ROOT, "examples")}']))
+    def on_baseline(flags):  # the same flags with the baseline's headers for this tree's
+        return [f'-I{os.path.abspath(a.baseline)}' if f == f'-I{INCLUDE}' else f for f in flags]
     if a.baseline:  # each kiln job, then the same with the baseline's headers
-        base_inc = f'-I{os.path.abspath(a.baseline)}'
         jobs = [j for job in jobs for j in ([job] if job[1] == 'eigen' else
-                [job, (job[0], job[1] + '@base', job[2], [base_inc if f == f'-I{INCLUDE}' else f for f in job[3]])])]
+                [job, (job[0], job[1] + '@base', job[2], on_baseline(job[3]))])]
     rows = []
     tmp_rt = tempfile.TemporaryDirectory()
     for cxx in a.compilers.split(','):
@@ -163,7 +164,7 @@ def programs_suite(a):
             f.write('#include <kiln/src.hpp>\n')
         for suffix in ([''] + (['@base'] if a.baseline else [])):
             obj = os.path.join(tmp_rt.name, f'runtime-{cxx}{suffix}.o')
-            flags = sep_flags if not suffix else [base_inc if f == f'-I{INCLUDE}' else f for f in sep_flags]
+            flags = on_baseline(sep_flags) if suffix else sep_flags
             # (kiln before separate compilation has no src.hpp: no object, its separate rows are skipped)
             sec, mb, err = link_cost(cxx, rt_src, flags, a.timeout, object_out=obj)
             if not err:

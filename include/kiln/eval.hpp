@@ -50,10 +50,10 @@ namespace detail {
 /// placeholders' slots are left for the caller. Not a template: an expression type passes its
 /// arrays as spans (build cost, docs/build-cost.md).
 KILN_LAZY std::vector<any_tensor> leaves_with_data(std::span<const node> nodes, int n_leaves,
-                                                      std::span<const int> tensor_slot,
-                                                      std::span<const any_tensor> tensors,
-                                                      std::span<const int> scalar_slot,
-                                                      std::span<const scalar_value> scalars);
+                                                   std::span<const int> tensor_slot,
+                                                   std::span<const any_tensor> tensors,
+                                                   std::span<const int> scalar_slot,
+                                                   std::span<const scalar_value> scalars);
 
 /// The same for frozen graph g of expression value e.
 template <class G, traceable E>
@@ -73,14 +73,14 @@ inline void check_bound(const any_tensor& t, dtype dt, const dims& shape, const 
 /// table at its slots (slots[offsets[i]] .. slots[offsets[i + 1]]): what binding by type does,
 /// compiled once rather than per placeholder type. Every tensor is checked before any is bound.
 KILN_LAZY void bind_tensors(std::vector<any_tensor>& leaves, std::span<const slot_info> info,
-                               std::span<const any_tensor* const> tensors, std::span<const int> offsets,
-                               std::span<const int> slots);
+                            std::span<const any_tensor* const> tensors, std::span<const int> offsets,
+                            std::span<const int> slots);
 }  // namespace detail
 
 namespace detail {
 /// Binds the placeholders of a graph's nodes from `feeds` into its leaf table (bind_leaves).
 KILN_LAZY std::vector<any_tensor> bind_feeds(std::span<const node> nodes, std::vector<any_tensor> leaves,
-                                                std::span<const feed> feeds);
+                                             std::span<const feed> feeds);
 }  // namespace detail
 
 /// The leaf table of graph g for expression value e, with placeholders bound from `feeds`.
@@ -433,10 +433,10 @@ compiled<E, B> compile(const E& e, B = B{}) {
 #if KILN_DEFINE_RUNTIME
 namespace detail {
 KILN_LAZY_DEF std::vector<any_tensor> leaves_with_data(std::span<const node> nodes, int n_leaves,
-                                                      std::span<const int> tensor_slot,
-                                                      std::span<const any_tensor> tensors,
-                                                      std::span<const int> scalar_slot,
-                                                      std::span<const scalar_value> scalars) {
+                                                       std::span<const int> tensor_slot,
+                                                       std::span<const any_tensor> tensors,
+                                                       std::span<const int> scalar_slot,
+                                                       std::span<const scalar_value> scalars) {
   std::vector<any_tensor> leaves(static_cast<std::size_t>(n_leaves));
   // bound tensors and C++ scalars: each data item to its slot (a shared subtree's later uses
   // map to the first use's slots, and must hold the same values)
@@ -483,7 +483,7 @@ KILN_LAZY_DEF std::vector<any_tensor> leaves_with_data(std::span<const node> nod
 
 
 KILN_LAZY_DEF std::vector<any_tensor> bind_feeds(std::span<const node> nodes, std::vector<any_tensor> leaves,
-                                                std::span<const feed> feeds) {
+                                                 std::span<const feed> feeds) {
   for (std::size_t i = 0; i < feeds.size(); ++i)
     for (std::size_t j = 0; j < i; ++j)
       if (feeds[i].name == feeds[j].name)
@@ -511,8 +511,8 @@ KILN_LAZY_DEF std::vector<any_tensor> bind_feeds(std::span<const node> nodes, st
 }
 
 KILN_LAZY_DEF void bind_tensors(std::vector<any_tensor>& leaves, std::span<const slot_info> info,
-                               std::span<const any_tensor* const> tensors, std::span<const int> offsets,
-                               std::span<const int> slots) {
+                                std::span<const any_tensor* const> tensors, std::span<const int> offsets,
+                                std::span<const int> slots) {
   for (std::size_t i = 0; i < info.size(); ++i)
     check_bound(*tensors[i], info[i].dt, info[i].shape, [&] { return slot_what(info[i]); });
   for (std::size_t i = 0; i < info.size(); ++i)

@@ -116,8 +116,8 @@ KILN_LAZY std::pair<double, double> kernel_cost(const state& st, const kernel_pr
 /// Runs a plan's kernels on leaves. Not a template: each plan adds its kernels and a table of
 /// them, not its own copy of this driver (build cost, docs/build-cost.md).
 KILN_LAZY std::vector<any_tensor> run_plan(const schedule_ref& s, std::span<const kernel_entry> kernels,
-                                              const std::vector<any_tensor>& leaves,
-                                              const std::vector<any_tensor>* into, scratch_cache& cache);
+                                           const std::vector<any_tensor>& leaves,
+                                           const std::vector<any_tensor>* into, scratch_cache& cache);
 
 template <const auto& S>
 std::vector<any_tensor> run(const std::vector<any_tensor>& leaves, const std::vector<any_tensor>* into) {
@@ -280,8 +280,8 @@ KILN_LAZY_DEF std::pair<double, double> kernel_cost(const state& st, const kerne
 }
 
 KILN_LAZY_DEF std::vector<any_tensor> run_plan(const schedule_ref& s, std::span<const kernel_entry> kernels,
-                                              const std::vector<any_tensor>& leaves,
-                                              const std::vector<any_tensor>* into, scratch_cache& cache) {
+                                               const std::vector<any_tensor>& leaves,
+                                               const std::vector<any_tensor>* into, scratch_cache& cache) {
   // the profiler (debug/profiler.hpp): one atomic load per call when nothing records
   profiling::recorder* const prof = profiling::active();
   using profiling::now;

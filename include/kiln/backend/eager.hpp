@@ -409,7 +409,7 @@ KILN_LAZY any_tensor run_softmax(const node& n, const any_tensor& x) {
 }
 
 KILN_LAZY any_tensor run_layer_norm(const node& n, const any_tensor& x, const any_tensor& g, const any_tensor& b,
-                                 const any_tensor& eps) {
+                                    const any_tensor& eps) {
   const shape_result r = layer_norm_shape(x.shape(), g.shape(), b.shape());
   if (!r.ok || !(g.shape() == b.shape()))
     throw shape_error("layer_norm", x.shape(), g.shape(), "do not match (gamma must cover x's trailing axes)");
@@ -676,7 +676,7 @@ struct attention_reference {
 };
 
 KILN_LAZY any_tensor run_attention(const node& n, const any_tensor& q, const any_tensor& k, const any_tensor& v,
-                                const any_tensor& mask) {
+                                   const any_tensor& mask) {
   attention_reference a(n, q, k.shape(), v.shape(), mask);
   const attention_geometry& g = a.g;
   a.k = dense_f64(k, k.shape());
@@ -710,7 +710,7 @@ KILN_LAZY any_tensor run_attention(const node& n, const any_tensor& q, const any
 /// Rows of dq, then of dk ++ dv (ops.hpp), by the chain rule through the softmax in double:
 /// dS = P (dP - D), dP = dO v^T, D = rowsum(dO o) - g_lse.
 KILN_LAZY any_tensor run_attention_grad(const node& n, const any_tensor& q, const any_tensor& k, const any_tensor& v,
-                                     const any_tensor& mask, const any_tensor& y, const any_tensor& go) {
+                                        const any_tensor& mask, const any_tensor& y, const any_tensor& go) {
   const shape_result rs = attention_grad_shape(q.shape(), k.shape(), v.shape(), mask.shape(), y.shape(), go.shape());
   if (!rs.ok) throw shape_error("attention_grad", q.shape(), k.shape(), "do not match as q and k, or y and its cotangent");
   attention_reference a(n, q, k.shape(), v.shape(), mask);

@@ -37,11 +37,12 @@
 #define KILN_RUNTIME inline
 #define KILN_DEFINE_RUNTIME 1
 #endif
-// KILN_LAZY marks run-time code that most programs never call (the eager reference
-// interpreter). Header-only, such a function is a template (`template <int = 0>`, called as
-// before): a unit that does not call it does not instantiate the templates its body uses,
-// which an inline function's body would (g++ and clang instantiate them for every inline
-// function they parse). KILN_LAZY_DEF begins the definition of one declared KILN_LAZY before.
+// KILN_LAZY marks run-time code that only templates call (the eager interpreter, the CPU
+// driver, leaf binding, KILN_LOGS), which many units never reach. Header-only, such a function
+// is a template (`template <int = 0>`, called as before): a unit that does not call it does not
+// instantiate the templates its body uses, which an inline function's body would (g++ and clang
+// instantiate them for every inline function they parse). KILN_LAZY_DEF begins the definition
+// of one declared KILN_LAZY before.
 // With separate compilation both are KILN_RUNTIME.
 #if defined(KILN_SEPARATE_COMPILATION)
 #define KILN_LAZY KILN_RUNTIME

@@ -87,7 +87,7 @@ void print_plan(std::ostream& os, const S& s) {
 /// Prints the requested stages of a plan: the graph as captured, then the frozen schedule's
 /// primitive graph, kernels and buffers.
 KILN_LAZY void print_stages(std::ostream& os, const log_stages& st, const graph& captured,
-                               const passes::schedule& s);
+                            const passes::schedule& s);
 
 /// The same for a graph that runs unfused (the eager backend): no kernels, no buffers.
 KILN_LAZY void print_reference(std::ostream& os, const log_stages& st, const graph& captured, const graph& ref);
@@ -103,13 +103,13 @@ inline constexpr auto stage_node_counts = []<int... I>(std::integer_sequence<int
 /// One line per stage of passes::pipeline: what it left of a graph (nodes; kernels; buffers),
 /// from the traced node count and stage_node_counts.
 KILN_LAZY std::string stage_summary(std::size_t traced_nodes, std::span<const int> counts, std::size_t kernels,
-                                       std::size_t buffers);
+                                    std::size_t buffers);
 
 namespace detail {
 /// What log_plan_once prints, once the stages asked for are known: not a template, so that each
 /// plan adds only its call (the frozen arrays go as spans).
 KILN_LAZY void log_plan(const log_stages& st, const graph_span& traced_graph, std::span<const int> counts,
-                           const passes::schedule_span& s);
+                        const passes::schedule_span& s);
 
 KILN_LAZY void log_reference(const log_stages& st, const graph_span& traced_graph, const graph_span& ref);
 }  // namespace detail
@@ -229,7 +229,7 @@ KILN_LAZY_DEF std::string debug::bytes_text(const passes::bytes_t& b) {
 }
 
 KILN_LAZY_DEF void print_stages(std::ostream& os, const log_stages& st, const graph& captured,
-                               const passes::schedule& s) {
+                                const passes::schedule& s) {
   if (st.graph) debug::print_graph(os, captured, "graph (as captured)");
   if (st.prims) debug::print_graph(os, s.g, "prims (decomposed, canonicalised)");
   if (st.fusion) debug::print_fusion(os, s);
@@ -243,7 +243,7 @@ KILN_LAZY_DEF void print_reference(std::ostream& os, const log_stages& st, const
 }
 
 KILN_LAZY_DEF std::string stage_summary(std::size_t traced_nodes, std::span<const int> counts, std::size_t kernels,
-                                       std::size_t buffers) {
+                                        std::size_t buffers) {
   std::string out = "[kiln] stages: traced " + std::to_string(traced_nodes) + " nodes\n";
   for (std::size_t i = 0; i < counts.size(); ++i)
     out += "  " + std::to_string(i) + " " + std::string(passes::pipeline[i].name) + ": " +
@@ -254,7 +254,7 @@ KILN_LAZY_DEF std::string stage_summary(std::size_t traced_nodes, std::span<cons
 }
 
 KILN_LAZY_DEF void detail::log_plan(const log_stages& st, const graph_span& traced_graph, std::span<const int> counts,
-                                   const passes::schedule_span& s) {
+                                    const passes::schedule_span& s) {
   std::ostringstream os;
   if (st.stages) os << stage_summary(traced_graph.nodes.size(), counts, s.kernels.size(), s.buffers.size());
   print_stages(os, st, traced_graph.thaw(), s.thaw());

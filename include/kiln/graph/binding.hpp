@@ -188,12 +188,12 @@ KILN_LAZY void zero_slots(std::span<const slot_info> info, std::span<any_tensor*
 /// Each slot's tensor from `by_name` (tensor_set's constructor from a state_dict): all are
 /// checked before any slot is written.
 KILN_LAZY void take_slots(const std::map<std::string, any_tensor>& by_name, std::span<const slot_info> info,
-                             std::span<any_tensor* const> slots);
+                          std::span<any_tensor* const> slots);
 KILN_LAZY std::map<std::string, any_tensor> slots_by_name(std::span<const slot_info> info,
-                                                             std::span<any_tensor* const> slots);
+                                                          std::span<any_tensor* const> slots);
 /// The slot named `name`, or nullptr.
 KILN_LAZY any_tensor* slot_named(std::span<const slot_info> info, std::span<any_tensor* const> slots,
-                                    std::string_view name);
+                                 std::string_view name);
 }  // namespace detail
 
 /// One tensor for each placeholder type of the tuple Ps, reached by type: a model's parameters
@@ -310,7 +310,7 @@ KILN_LAZY_DEF void zero_slots(std::span<const slot_info> info, std::span<any_ten
 }
 
 KILN_LAZY_DEF void take_slots(const std::map<std::string, any_tensor>& by_name, std::span<const slot_info> info,
-                             std::span<any_tensor* const> slots) {
+                              std::span<any_tensor* const> slots) {
   std::vector<const any_tensor*> found(info.size());
   for (std::size_t i = 0; i < info.size(); ++i) {
     const slot_info& s = info[i];
@@ -331,14 +331,14 @@ KILN_LAZY_DEF void take_slots(const std::map<std::string, any_tensor>& by_name, 
 }
 
 KILN_LAZY_DEF std::map<std::string, any_tensor> slots_by_name(std::span<const slot_info> info,
-                                                             std::span<any_tensor* const> slots) {
+                                                              std::span<any_tensor* const> slots) {
   std::map<std::string, any_tensor> m;
   for (std::size_t i = 0; i < info.size(); ++i) m[std::string(info[i].name)] = *slots[i];
   return m;
 }
 
 KILN_LAZY_DEF any_tensor* slot_named(std::span<const slot_info> info, std::span<any_tensor* const> slots,
-                                    std::string_view name) {
+                                     std::string_view name) {
   for (std::size_t i = 0; i < info.size(); ++i)
     if (info[i].name == name) return slots[i];
   return nullptr;

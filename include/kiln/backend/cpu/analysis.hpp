@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <tuple>
 #include <type_traits>
+#include <utility>
 
 #include "../../core/cvec.hpp"
 #include "../../core/shape_rules.hpp"
@@ -421,11 +422,10 @@ constexpr Info analyse_kernel(const Sched& s, int k, const bool* stored, node_ra
                         : viewed[1] != viewed[0] ? viewed[1] < viewed[0]
                                                  : value[1] < value[0];
       if (swap) {
-        const src k0 = kind[0];
-        const int i0 = idx[0], v0 = viewed[0];
-        const double c0 = value[0];
-        kind[0] = kind[1], idx[0] = idx[1], viewed[0] = viewed[1], value[0] = value[1];
-        kind[1] = k0, idx[1] = i0, viewed[1] = v0, value[1] = c0;
+        std::swap(kind[0], kind[1]);
+        std::swap(idx[0], idx[1]);
+        std::swap(viewed[0], viewed[1]);
+        std::swap(value[0], value[1]);
       }
     }
     d.idt = {idt[0], idt[1], idt[2]};

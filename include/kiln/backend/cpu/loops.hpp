@@ -112,7 +112,7 @@ KILN_LAZY void run_pointwise(const dims& space, int nm, const memref* mr, segmen
 /// (Compiled once, in the runtime unit, though it reads simd::has_stream_stores and run_rows
 /// calls stream_fence: both follow __SSE2__, which every x86-64 target has whatever -march says.)
 KILN_LAZY bool streamed_refs(const dims& space, const kernel_desc& k, const memref* mr, const index_t* size,
-                                std::uintptr_t vector_bytes, std::uintptr_t* align);
+                             std::uintptr_t vector_bytes, std::uintptr_t* align);
 
 /// A row kernel's geometry: extents, reduced axes, byte strides of each reference.
 struct rows_geometry {
@@ -135,7 +135,7 @@ using row_task_fn = void (*)(const void* ctx, const rows_geometry& g, const inde
 /// stream: some of the tasks' stores are non-temporal, fenced once per thread's run of tasks
 /// (a fence per row waits for each row's stores to reach memory).
 KILN_LAZY void run_rows(const dims& space, const kernel_desc& k, const memref* mr, row_task_fn fn, const void* ctx,
-                           bool stream);
+                        bool stream);
 
 #if KILN_DEFINE_RUNTIME
 KILN_LAZY_DEF bool space_of(const state& st, const kernel_desc& k, dims& space) {
@@ -255,7 +255,7 @@ KILN_LAZY_DEF void load_scalars(state& st, const kernel_desc& k, sval* sv) {
 }
 
 KILN_LAZY_DEF bool streamed_refs(const dims& space, const kernel_desc& k, const memref* mr, const index_t* size,
-                                std::uintptr_t vector_bytes, std::uintptr_t* align) {
+                                 std::uintptr_t vector_bytes, std::uintptr_t* align) {
   std::fill(align, align + k.mems, ~std::uintptr_t{0});
   const bool rows = k.kind == passes::kernel_kind::reduction && k.lanes_reduce;
   if (!simd::has_stream_stores || (k.kind != passes::kernel_kind::pointwise && !rows)) return false;
@@ -283,7 +283,7 @@ KILN_LAZY_DEF bool streamed_refs(const dims& space, const kernel_desc& k, const 
 }
 
 KILN_LAZY_DEF void run_rows(const dims& space, const kernel_desc& k, const memref* mr, row_task_fn fn, const void* ctx,
-                           bool stream) {
+                            bool stream) {
   rows_geometry g;
   g.rank = space.rank;
   g.mr = mr;
