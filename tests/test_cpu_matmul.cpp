@@ -131,6 +131,53 @@ TEST_CASE("results and scratch buffers may come from the storage cache: stale Na
   CHECK(kt::same_bits(first, got[0]));
 }
 
+namespace {
+
+/// Whether kernel K of S, decoded from its code words (what kernel_code reads), is its analysis
+/// (but for the graph nodes, which the words leave out, and a pointwise kernel's rank).
+template <const auto& S, int K>
+constexpr bool decodes_to_its_analysis() {
+  using C = cpu::detail::code_info<cpu::detail::code_words_of<S, K>>;
+  const auto& a = C::info;
+  const auto& b = cpu::detail::kernel_of<S, K>::value;
+  bool ok = a.kind == b.kind && (a.kind == passes::kernel_kind::pointwise || a.rank == b.rank) && a.axes == b.axes &&
+            a.lanes_reduce == b.lanes_reduce && a.lanes == b.lanes && a.per_node == b.per_node && a.stages == b.stages &&
+            a.cached == b.cached && a.c_mem == b.c_mem && a.node.size() == b.node.size() &&
+            a.mem_node.size() == b.mem_node.size() && a.red_pos == b.red_pos && a.action == b.action &&
+            a.where == b.where && a.avail == b.avail && a.reduction == b.reduction && a.viewed == b.viewed &&
+            a.mem_nokeep == b.mem_nokeep && a.mem_out == b.mem_out &&
+            C::scalars == cpu::detail::kernel_of<S, K>::z.scalars && C::fits == cpu::detail::fits_of<S>[K];
+  const auto same_desc = [](const cpu::detail::ndesc& x, const cpu::detail::ndesc& y) {
+    return x.o == y.o && x.dt == y.dt && x.idt == y.idt && x.kind == y.kind;
+  };
+  for (std::size_t p = 0; p < b.node.size(); ++p) {
+    const auto &x = a.args[p], &y = b.args[p];
+    ok = ok && same_desc(a.desc[p], b.desc[p]) && x.idx == y.idx && x.value == y.value && x.out == y.out &&
+         x.acc == y.acc && x.cache == y.cache && same_desc(C::single[p], cpu::detail::single_desc(S, b.node[p]));
+  }
+  for (std::size_t m = 0; m < b.mem_node.size(); ++m)
+    ok = ok && C::mem_dt[m] == S.g.nodes[static_cast<std::size_t>(b.mem_node[m])].dt;
+  return ok;
+}
+template <const auto& S, int... K>
+constexpr bool all_decode(std::integer_sequence<int, K...>) {
+  return (decodes_to_its_analysis<S, K>() && ...);
+}
+template <const auto& S>
+constexpr bool every_kernel_decodes() {
+  return all_decode<S>(std::make_integer_sequence<int, static_cast<int>(S.kernels.size())>{});
+}
+
+/// Kernel K of S's entry in the table its runs call through.
+template <const auto& S>
+auto run_of(int k) {
+  static constexpr auto table =
+      cpu::detail::kernel_table<S>(std::make_integer_sequence<int, static_cast<int>(S.kernels.size())>{});
+  return table[static_cast<std::size_t>(k)].run;
+}
+
+}  // namespace
+
 TEST_CASE("kernels that differ in a commutative op's operand order or a pointwise kernel's rank share code") {
   // exp(a) + c and d + exp(b): canonicalisation orders an add's operands by node index, the
   // computed value first in one and the leaf first in the other; the kernel orders them by its
@@ -149,12 +196,47 @@ TEST_CASE("kernels that differ in a commutative op's operand order or a pointwis
   constexpr const auto& sr = plan<decltype(rk)>::schedule;
   static_assert(so.kernels.size() == 2 && cpu::compiled_kernels<so> == 1, "one code for both operand orders");
   static_assert(sr.kernels.size() == 2 && cpu::compiled_kernels<sr> == 1, "one code for both ranks");
+  CHECK(every_kernel_decodes<so>());
   // each kernel on its own nodes, the shared code's operand order included
   for (int draw = 0; draw < 3; ++draw) {
     CHECK(kt::cpu_vs_eager(ord, {{"a", kt::rand<float, 2>({4, 5}, -2, 2)}, {"b", kt::rand<float, 2>({3, 7}, -2, 2)},
                                  {"c", kt::rand<float, 2>({4, 5})}, {"d", kt::rand<float, 2>({3, 7})}}) <= 1e-6);  // (exp)
     CHECK(kt::cpu_vs_eager(rk, {{"e", kt::rand<float, 1>({6})}, {"f", kt::rand<float, 3>({2, 3, 4})},
                                 {"h", kt::rand<float, 1>({6})}, {"k", kt::rand<float, 3>({2, 3, 4})}}) == 0);
+  }
+}
+
+TEST_CASE("plans of one program share the code of their equal kernels") {
+  // exp(a) + c alone, and d + exp(b) beside a row sum in another plan: one code for the two
+  // pointwise kernels, each plan's table calling it on its own nodes
+  using A = input<"a", f32, shape<4, 5>>;
+  using B = input<"b", f32, shape<3, 7>>;
+  using C = input<"c", f32, shape<4, 5>>;
+  using D = input<"d", f32, shape<3, 7>>;
+  using E = input<"e", f32, shape<6, 9>>;
+  const auto one = exp(A{}) + C{};
+  const auto two = outputs(sum<1>(E{}), D{} + exp(B{}));
+  constexpr const auto& s1 = plan<decltype(one)>::schedule;
+  constexpr const auto& s2 = plan<decltype(two)>::schedule;
+  static_assert(s1.kernels.size() == 1 && s2.kernels.size() == 2);
+  constexpr int pw = s2.kernels[0].kind == passes::kernel_kind::pointwise ? 0 : 1;
+  static_assert(cpu::detail::code_words_of<s2, pw> == cpu::detail::code_words_of<s1, 0>);
+  const bool shared = run_of<s2>(pw) == run_of<s1>(0), sum_apart = run_of<s2>(1 - pw) != run_of<s1>(0);
+  CHECK(shared);
+  CHECK(sum_apart);
+  // what each kernel's code reads, decoded from its words; softmax's row kernel keeps exp's
+  // values in its row cache between sweeps
+  const auto three = softmax(E{}) * 3.0f;
+  constexpr const auto& s3 = plan<decltype(three)>::schedule;
+  static_assert(cpu::detail::kernel_of<s3, 0>::value.cached > 0);
+  CHECK(every_kernel_decodes<s1>());
+  CHECK(every_kernel_decodes<s2>());
+  CHECK(every_kernel_decodes<s3>());
+  for (int draw = 0; draw < 3; ++draw) {
+    CHECK(kt::cpu_vs_eager(one, {{"a", kt::rand<float, 2>({4, 5}, -2, 2)}, {"c", kt::rand<float, 2>({4, 5})}}) <= 1e-6);
+    CHECK(kt::cpu_vs_eager(two, {{"b", kt::rand<float, 2>({3, 7}, -2, 2)}, {"d", kt::rand<float, 2>({3, 7})},
+                                 {"e", kt::rand<float, 2>({6, 9})}}) <= 1e-6);
+    CHECK(kt::cpu_vs_eager(three, {{"e", kt::rand<float, 2>({6, 9}, -3, 3)}}) <= 1e-6);
   }
 }
 
@@ -181,6 +263,10 @@ TEST_CASE("kernels of equal code, a model's repeated layers and their gradients,
   // canonicalisation puts a commutative op's constant operand last)
   static_assert(sf.kernels.size() == 6 && cpu::compiled_kernels<sf> == 2, "the later layers compile nothing");
   static_assert(3 * cpu::compiled_kernels<sb> < 2 * static_cast<int>(sb.kernels.size()), "the gradients share code");
+  // what each kernel's code reads, decoded from its words: row kernels of several sweeps and
+  // cached values, matmul epilogues, constants and scalars among them
+  CHECK(every_kernel_decodes<sf>());
+  CHECK(every_kernel_decodes<sb>());
   // each kernel still runs on its own nodes: every value against the eager backend
   for (index_t n : {1, 5, 67}) {
     INFO("batch " << n);

@@ -755,34 +755,43 @@ struct kernel_of {
 // ---- kernels of equal code -------------------------------------------------------------------
 
 /// Writes, as words, everything that selects the code of kernel k of s (what kernel_code reads
-/// at compile time): its analysis f without the graph nodes it is bound to, the dtypes of its
-/// memory references, the single-node code of each node, and whether it surely fits its loop
-/// nest; returns how many (code_word_count(f)). Kernels with the same words compile to the same
-/// code and share it, bound to their own nodes at run time: the layers of a model, and their
-/// gradients, are compiled once.
+/// at compile time): its analysis f without the graph nodes it is bound to, its number of
+/// scalars, the dtypes of its memory references, the single-node code of each node, and whether
+/// it surely fits its loop nest; returns how many (code_word_count(f)). kernel_code is a template
+/// on these words alone (code_info decodes them), so kernels with the same words share one
+/// instantiation, bound to their own nodes at run time: the layers of a model and their
+/// gradients, and the kernels that one program's plans have in common (a model's forward plan
+/// and its training step, two models' optimizer updates). Each field has a fixed place and
+/// width, checked here, so that equal words mean equal code.
 template <class Sched, class Info>
-constexpr std::size_t code_words(const Sched& s, const Info& f, bool fits, std::uint64_t* w) {
+constexpr std::size_t code_words(const Sched& s, const Info& f, int scalars, bool fits, std::uint64_t* w) {
   const node* nd = s.g.nodes.data();
-  const auto u = [](auto x) { return static_cast<std::uint64_t>(x); };
+  // (a field out of its width: not a constant, so a compile error)
+  const auto u = [](auto x, int bits = 64) {
+    const auto v = static_cast<std::uint64_t>(x);
+    if (bits < 64 && v >> bits != 0) throw "kiln: cpu: a kernel's code word field out of range";
+    return v;
+  };
+  const auto u1 = [&](int x, int bits) { return u(x + 1, bits); };  // -1 (none) and up
   std::size_t n = 0;
   // (a pointwise kernel's code does not read its rank: its loops run over the run-time space)
   const bool ranked = f.kind != passes::kernel_kind::pointwise;
-  for (const std::uint64_t x : {u(f.node.size()), u(f.mem_node.size()), u(f.scalar_node.size()), u(f.red_pos.size()),
+  for (const std::uint64_t x : {u(f.node.size()), u(f.mem_node.size()), u(scalars), u(f.red_pos.size()),
                                 u(f.action.size()), u(f.kind), ranked ? u(f.rank) : 0, u(f.axes), u(f.lanes_reduce), u(f.lanes),
-                                u(f.per_node), u(f.stages), u(f.cached), u(f.c_mem) + 1, u(fits)})
+                                u(f.per_node), u(f.stages), u(f.cached), u1(f.c_mem, 32), u(fits)})
     w[n++] = x;
   for (std::size_t p = 0; p < f.node.size(); ++p) {
     const ndesc& d = f.desc[p];
     const nargs& a = f.args[p];
     const node& x = nd[f.node[p]];
-    w[n++] = u(d.o) | u(d.dt) << 8 | u(f.where[p]) << 16 | u(f.reduction[p]) << 24 | u(x.nin()) << 32;
+    w[n++] = u(d.o) | u(d.dt) << 8 | u(f.where[p]) << 16 | u(f.reduction[p]) << 24 | u(x.nin(), 8) << 32;
     for (std::size_t j = 0; j < 3; ++j) {
       // the single-node code's operand dtypes (single_desc) besides the fused step's
       const dtype in_dt = static_cast<int>(j) < x.nin() ? nd[x.in[j]].dt : dtype{};
-      w[n++] = u(d.idt[j]) | u(d.kind[j]) << 8 | u(in_dt) << 16 | (u(a.idx[j]) + 1) << 24 | (u(f.viewed[p][j]) + 1) << 40;
+      w[n++] = u(d.idt[j]) | u(d.kind[j]) << 8 | u(in_dt) << 16 | u1(a.idx[j], 16) << 24 | u1(f.viewed[p][j], 24) << 40;
       w[n++] = std::bit_cast<std::uint64_t>(a.value[j]);
     }
-    w[n++] = (u(a.out) + 1) | (u(a.acc) + 1) << 16 | (u(a.cache) + 1) << 32 | u(f.avail[p]) << 48;
+    w[n++] = u1(a.out, 16) | u1(a.acc, 16) << 16 | u1(a.cache, 16) << 32 | u(f.avail[p], 16) << 48;
   }
   for (std::size_t m = 0; m < f.mem_node.size(); ++m)
     w[n++] = u(f.mem_nokeep[m]) | u(f.mem_out[m]) << 8 | u(nd[f.mem_node[m]].dt) << 16;
@@ -798,17 +807,92 @@ constexpr std::size_t code_word_count(const Info& f) {
   return n;
 }
 
-/// Kernel K's code words, once per kernel, as an array: the digest and the comparison below read
-/// it, where each used to run code_words through a callback of its own (two or three times a
-/// kernel, a call per word: the costliest part of kernel sharing in constant evaluation).
+/// Kernel K's code words, once per kernel, as an array: kernel_code's template argument, and
+/// what the digest and the comparison below read.
 template <const auto& S, int K>
 inline constexpr auto code_words_of = [] {
-  constexpr const auto& f = kernel_of<S, K>::value;
+  using KI = kernel_of<S, K>;
+  constexpr const auto& f = KI::value;
   std::array<std::uint64_t, code_word_count(f)> w{};
-  if (code_words(S, f, fits_of<S>[static_cast<std::size_t>(K)], w.data()) != w.size())
+  if (code_words(S, f, KI::z.scalars, fits_of<S>[static_cast<std::size_t>(K)], w.data()) != w.size())
     throw "kiln: cpu: code_word_count disagrees with code_words";  // not a constant: a compile error
   return w;
 }();
+
+/// What kernel_code reads, decoded from code words W (code_words' inverse): the kernel's
+/// analysis without its graph nodes (node, mem_node and scalar_node are left empty), its number
+/// of scalars, whether it surely fits its loop nest, its memory references' dtypes, and the
+/// single-node descriptor of each node (single_desc). Each is a constant of its own: g++ took
+/// far more memory where kernel_code read them as parts of one constant (docs/notes.md).
+template <auto W>
+struct code_info {
+  static constexpr int scalars = static_cast<int>(W[2]);
+  static constexpr bool fits = W[14] != 0;
+  using info_t = kernel_info<W[0], W[1], (W[2] > 0 ? W[2] : 1), W[3], W[4]>;
+  struct decoded {
+    info_t f;
+    std::array<dtype, W[1]> mem_dt{};
+    std::array<ndesc, W[0]> single{};
+  };
+  static constexpr decoded decode() {
+    const std::uint64_t* w = W.data();  // (a pointer: std::array's operator[] is a call per word)
+    decoded v;
+    info_t& f = v.f;
+    f.kind = static_cast<passes::kernel_kind>(w[5]);
+    f.rank = w[6] > 0 ? static_cast<int>(w[6]) : 1;
+    f.axes = static_cast<std::uint32_t>(w[7]);
+    f.lanes_reduce = w[8] != 0;
+    f.lanes = static_cast<lane_type>(w[9]);
+    f.per_node = w[10] != 0;
+    f.stages = static_cast<int>(w[11]);
+    f.cached = static_cast<int>(w[12]);
+    f.c_mem = static_cast<int>(w[13]) - 1;
+    std::size_t n = 15;
+    for (std::size_t p = 0; p < f.node.size(); ++p) {
+      ndesc& d = f.desc[p];
+      nargs& a = f.args[p];
+      std::uint64_t x = w[n++];
+      d.o = static_cast<op>(x & 0xff);
+      d.dt = static_cast<dtype>(x >> 8 & 0xff);
+      f.where[p] = static_cast<role>(x >> 16 & 0xff);
+      f.reduction[p] = (x >> 24 & 0xff) != 0;
+      const auto nin = x >> 32 & 0xff;
+      v.single[p].o = d.o;
+      v.single[p].dt = d.dt;
+      for (std::size_t j = 0; j < 3; ++j) {
+        x = w[n++];
+        d.idt[j] = static_cast<dtype>(x & 0xff);
+        d.kind[j] = static_cast<src>(x >> 8 & 0xff);
+        if (j < nin) {
+          v.single[p].idt[j] = static_cast<dtype>(x >> 16 & 0xff);
+          v.single[p].kind[j] = src::mem;
+        }
+        a.idx[j] = static_cast<int>(x >> 24 & 0xffff) - 1;
+        f.viewed[p][j] = static_cast<int>(x >> 40 & 0xffffff) - 1;
+        a.value[j] = std::bit_cast<double>(w[n++]);
+      }
+      x = w[n++];
+      a.out = static_cast<int>(x & 0xffff) - 1;
+      a.acc = static_cast<int>(x >> 16 & 0xffff) - 1;
+      a.cache = static_cast<int>(x >> 32 & 0xffff) - 1;
+      f.avail[p] = static_cast<int>(x >> 48 & 0xffff);
+    }
+    for (std::size_t m = 0; m < f.mem_node.size(); ++m) {
+      const std::uint64_t x = w[n++];
+      f.mem_nokeep[m] = (x & 0xff) != 0;
+      f.mem_out[m] = (x >> 8 & 0xff) != 0;
+      v.mem_dt[m] = static_cast<dtype>(x >> 16 & 0xff);
+    }
+    for (int& r : f.red_pos) r = static_cast<int>(w[n++]);
+    for (auto& pass : f.action)
+      for (act& x : pass) x = static_cast<act>(w[n++]);
+    return v;
+  }
+  static constexpr decoded value = decode();
+  static constexpr info_t info = value.f;
+  static constexpr std::array<dtype, W[1]> mem_dt = value.mem_dt;
+  static constexpr std::array<ndesc, W[0]> single = value.single;
+};
 
 /// An FNV-1a digest of kernel K's code words.
 template <const auto& S, int K>

@@ -1,11 +1,13 @@
 // kiln/backend/cpu/kernels.hpp: one loop nest per kernel of a frozen schedule, instantiated at
 // compile time from the schedule constant.
 //
-// kernel_code<S, K> runs kernel K of schedule S, and every later kernel of S with the same code
-// (code_owner, analysis.hpp: the layers of a model), each bound to its own graph nodes at run
-// time (kernel_binding). Its ops, dtypes, operand sources and passes are constants (analysis.hpp); one step of a pass evaluates the kernel's nodes, in graph
-// order, on one vector of the innermost axis of the iteration space, holding every value in
-// registers (`regs`) and storing only the values the plan writes (and something reads). The
+// kernel_code<W> runs every kernel, of any plan of the program, whose code words are W
+// (code_words, analysis.hpp: the layers of a model, a forward plan's kernels in its training
+// step), each bound to its own graph nodes at run time (kernel_binding). Its ops, dtypes,
+// operand sources and passes are constants decoded from W (code_info); one step of a pass
+// evaluates the kernel's nodes, in graph order, on one vector of the innermost axis of the
+// iteration space, holding every value in registers (`regs`) and storing only the values the
+// plan writes (and something reads). The
 // step is a fold over the nodes, each calling node_step<mode, desc, action>, whose template
 // arguments are small (op, dtypes, sources), so kernels share instantiations and symbol names
 // stay short. Only the innermost loops are compiled per kernel (segment, row_task, epilogue);
@@ -91,13 +93,12 @@
 
 namespace kiln::cpu::detail {
 
-template <const auto& S, int K>
+template <auto Words>
 struct kernel_code {
-  using KI = kernel_of<S, K>;
-  static constexpr const auto& I = KI::value;
-  static constexpr kernel_sizes Z = KI::z;
-  static constexpr int N = Z.nodes, NM = Z.mems, NS = Z.scalars > 0 ? Z.scalars : 1;
-  static constexpr int NR = Z.reductions > 0 ? Z.reductions : 1;
+  using C = code_info<Words>;
+  static constexpr const auto& I = C::info;
+  static constexpr int N = static_cast<int>(I.node.size()), NM = static_cast<int>(I.mem_node.size());
+  static constexpr int NS = static_cast<int>(I.scalar_node.size()), NR = static_cast<int>(I.red_pos.size());
   static constexpr int rank = I.rank;
   using M = mode_t<I.lanes>;
   static constexpr int W = M::width;
@@ -108,12 +109,12 @@ struct kernel_code {
 
   /// Whether run-time shapes can differ from what fusion assumed (dynamic extents of different
   /// leaves that meet); a kernel of one node always fits its loop nest.
-  static constexpr bool may_not_fit = N > 1 && !fits_of<S>[static_cast<std::size_t>(K)];
+  static constexpr bool may_not_fit = N > 1 && !C::fits;
 
   /// The kernel's description without its nodes (run_kernel binds it to the kernel it runs).
   static constexpr kernel_desc proto_desc = {
       I.kind, I.axes, I.lanes_reduce, W, N, nullptr, I.where.data(), I.reduction.data(), I.args.data(), NM, nullptr,
-      I.mem_nokeep.data(), I.mem_out.data(), I.c_mem, Z.scalars, nullptr, may_not_fit};
+      I.mem_nokeep.data(), I.mem_out.data(), I.c_mem, C::scalars, nullptr, may_not_fit};
 
   template <int Base, int... J>
   static constexpr auto offset_seq(std::integer_sequence<int, J...>) {
@@ -140,8 +141,7 @@ struct kernel_code {
   static constexpr auto mem_size = [] {
     std::array<index_t, static_cast<std::size_t>(NM)> z{};
     for (int m = 0; m < NM; ++m)
-      z[static_cast<std::size_t>(m)] =
-          static_cast<index_t>(size_of(S.g.nodes[static_cast<std::size_t>(I.mem_node[static_cast<std::size_t>(m)])].dt));
+      z[static_cast<std::size_t>(m)] = static_cast<index_t>(size_of(C::mem_dt[static_cast<std::size_t>(m)]));
     return z;
   }();
   /// Kernels of more nodes than this have no fast step: its second copy of the loop body is
@@ -683,7 +683,7 @@ struct kernel_code {
 
   template <int... P>
   static void run_nodes(state& st, const kernel_binding& b, std::integer_sequence<int, P...>) {
-    (run_single<single_desc(S, I.node[P])>(st, b.node[P]), ...);
+    (run_single<C::single[P]>(st, b.node[P]), ...);
   }
 
   static void run(state& st, const kernel_binding& b) {

@@ -55,7 +55,7 @@ struct kernel_desc {
   bool check = true;  ///< run-time shapes may differ from what fusion assumed
 };
 
-/// The graph nodes that a kernel's code runs on: kernels of equal code (code_owner in
+/// The graph nodes that a kernel's code runs on: kernels of equal code (code_words in
 /// analysis.hpp) share one instantiation, each called with its own binding.
 struct kernel_binding {
   const int* node = nullptr;
