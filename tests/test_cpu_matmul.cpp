@@ -1,6 +1,8 @@
 // CPU backend, matmul kernels: kiln::cpu::gemm with the kernel's epilogue (bias, activation,
 // residual, cast) applied to each finished row segment, transposed operands read through their
 // strides, batched products with broadcast batch axes, every dtype, odd and empty sizes.
+#include <set>
+
 #include "cpu_support.hpp"
 
 using namespace kiln;
@@ -176,6 +178,19 @@ auto run_of(int k) {
   return table[static_cast<std::size_t>(k)].run;
 }
 
+/// How many different functions S's kernel table calls (kernel_code instantiations).
+template <const auto& S>
+std::size_t distinct_codes() {
+  std::set<decltype(run_of<S>(0))> f;
+  for (int k = 0; k < static_cast<int>(S.kernels.size()); ++k) f.insert(run_of<S>(k));
+  return f.size();
+}
+/// The most code words of a kernel of S.
+template <const auto& S, int... K>
+constexpr std::size_t most_words(std::integer_sequence<int, K...>) {
+  return std::max({cpu::detail::code_words_of<S, K>.size()...});
+}
+
 }  // namespace
 
 TEST_CASE("kernels that differ in a commutative op's operand order or a pointwise kernel's rank share code") {
@@ -267,6 +282,12 @@ TEST_CASE("kernels of equal code, a model's repeated layers and their gradients,
   // cached values, matmul epilogues, constants and scalars among them
   CHECK(every_kernel_decodes<sf>());
   CHECK(every_kernel_decodes<sb>());
+  // the table calls one function per distinct code, small kernels' (shared across plans) and
+  // large ones' (shared in the plan) alike
+  static_assert(most_words<sb>(std::make_integer_sequence<int, static_cast<int>(sb.kernels.size())>{}) >
+                cpu::detail::max_shared_words);
+  CHECK(distinct_codes<sf>() == static_cast<std::size_t>(cpu::compiled_kernels<sf>));
+  CHECK(distinct_codes<sb>() == static_cast<std::size_t>(cpu::compiled_kernels<sb>));
   // each kernel still runs on its own nodes: every value against the eager backend
   for (index_t n : {1, 5, 67}) {
     INFO("batch " << n);

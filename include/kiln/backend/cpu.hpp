@@ -71,8 +71,8 @@ KILN_LAZY void materialise(state& st, const run_memory& r, int k);
 /// 128^3) run as without a team, one parallel region per threaded kernel.
 KILN_LAZY bool opens_team(const state& st);
 
-/// A kernel of a plan: the code of every kernel with its code words, kernel_code<words>::run,
-/// and the nodes it runs on.
+/// A kernel of a plan: the code of every kernel with its code words (code_key),
+/// kernel_code<words>::run, and the nodes it runs on.
 struct kernel_entry {
   void (*run)(state&, const kernel_binding&);
   kernel_binding b;
@@ -94,7 +94,7 @@ inline constexpr auto binding_of = [] {
 /// Plan S's kernels in order: the one part of a run that is plan-specific code.
 template <const auto& S, int... K>
 constexpr std::array<kernel_entry, sizeof...(K)> kernel_table(std::integer_sequence<int, K...>) {
-  return {kernel_entry{&kernel_code<code_words_of<S, K>>::run,
+  return {kernel_entry{&kernel_code<code_key<S, K>()>::run,
                        {binding_of<S, K>.data(), binding_of<S, K>.data() + kernel_of<S, K>::value.node.size(),
                         binding_of<S, K>.data() + kernel_of<S, K>::value.node.size() +
                             kernel_of<S, K>::value.mem_node.size()}}...};

@@ -824,7 +824,7 @@ inline constexpr auto code_words_of = [] {
 /// of scalars, whether it surely fits its loop nest, its memory references' dtypes, and the
 /// single-node descriptor of each node (single_desc). Each is a constant of its own: g++ took
 /// far more memory where kernel_code read them as parts of one constant (docs/notes.md).
-template <auto W>
+template <const auto& W>
 struct code_info {
   static constexpr int scalars = static_cast<int>(W[2]);
   static constexpr bool fits = W[14] != 0;
@@ -933,6 +933,25 @@ constexpr int code_owner() {
 template <const auto& S, int... K>
 constexpr int count_owners(std::integer_sequence<int, K...>) {
   return ((code_owner<S, K>() == K ? 1 : 0) + ... + 0);
+}
+
+/// One object per distinct value of code words: a reference to it is the same template
+/// argument whichever plan names it.
+template <auto W>
+inline constexpr auto shared_words = W;
+
+/// Kernels of at most this many code words take their code from the words' shared object, so
+/// that every plan of the program shares it; larger ones from their plan's first kernel of the
+/// same code. Symbol names of kernel_code's functions spell the shared object's words, about 8
+/// characters each: a bound keeps them under 4 KB, past which g++ 12 allocates each name by
+/// walking its list of free pages (build-cost.md, deep models), a cost that grows with the heap.
+inline constexpr std::size_t max_shared_words = 256;
+
+/// The code words kernel K of S takes its code from (kernel_code's argument).
+template <const auto& S, int K>
+constexpr const auto& code_key() {
+  if constexpr (code_words_of<S, K>.size() <= max_shared_words) return shared_words<code_words_of<S, K>>;
+  else return code_words_of<S, code_owner<S, K>()>;
 }
 
 }  // namespace kiln::cpu::detail

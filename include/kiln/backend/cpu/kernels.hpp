@@ -1,14 +1,14 @@
 // kiln/backend/cpu/kernels.hpp: one loop nest per kernel of a frozen schedule, instantiated at
 // compile time from the schedule constant.
 //
-// kernel_code<W> runs every kernel, of any plan of the program, whose code words are W
-// (code_words, analysis.hpp: the layers of a model, a forward plan's kernels in its training
-// step), each bound to its own graph nodes at run time (kernel_binding). Its ops, dtypes,
-// operand sources and passes are constants decoded from W (code_info); one step of a pass
-// evaluates the kernel's nodes, in graph order, on one vector of the innermost axis of the
-// iteration space, holding every value in registers (`regs`) and storing only the values the
-// plan writes (and something reads). The
-// step is a fold over the nodes, each calling node_step<mode, desc, action>, whose template
+// kernel_code<W> runs every kernel whose code words are W (code_words, analysis.hpp: the layers
+// of a model, and a forward plan's kernels in its training step: code_key shares small kernels
+// across the program's plans, large ones within their plan), each bound to its own graph nodes
+// at run time (kernel_binding). Its ops, dtypes, operand sources and passes are constants
+// decoded from W (code_info); one step of a pass evaluates the kernel's nodes, in graph order,
+// on one vector of the innermost axis of the iteration space, holding every value in registers
+// (`regs`) and storing only the values the plan writes (and something reads). The step is a
+// fold over the nodes, each calling node_step<mode, desc, action>, whose template
 // arguments are small (op, dtypes, sources), so kernels share instantiations and symbol names
 // stay short. Only the innermost loops are compiled per kernel (segment, row_task, epilogue);
 // setting up shapes, memory references and threads is shared code, not templates, because
@@ -93,7 +93,7 @@
 
 namespace kiln::cpu::detail {
 
-template <auto Words>
+template <const auto& Words>
 struct kernel_code {
   using C = code_info<Words>;
   static constexpr const auto& I = C::info;
