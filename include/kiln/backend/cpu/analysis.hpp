@@ -757,12 +757,12 @@ struct kernel_of {
 /// Writes, as words, everything that selects the code of kernel k of s (what kernel_code reads
 /// at compile time): its analysis f without the graph nodes it is bound to, its number of
 /// scalars, the dtypes of its memory references, the single-node code of each node, and whether
-/// it surely fits its loop nest; returns how many (code_word_count(f)). kernel_code is a template
-/// on these words alone (code_info decodes them), so kernels with the same words share one
-/// instantiation, bound to their own nodes at run time: the layers of a model and their
-/// gradients, and the kernels that one program's plans have in common (a model's forward plan
-/// and its training step, two models' optimizer updates). Each field has a fixed place and
-/// width, checked here, so that equal words mean equal code.
+/// it surely fits its loop nest; returns how many (code_word_count(f)). kernel_code reads nothing
+/// else (code_info decodes the words), so kernels with the same words share one instantiation,
+/// bound to their own nodes at run time (code_key): the layers of a model and their gradients,
+/// and, for kernels of up to max_shared_words words, the kernels that one program's plans have
+/// in common (a model's forward plan and its training step, two models' optimizer updates).
+/// Each field has a fixed place and width, checked here, so that equal words mean equal code.
 template <class Sched, class Info>
 constexpr std::size_t code_words(const Sched& s, const Info& f, int scalars, bool fits, std::uint64_t* w) {
   const node* nd = s.g.nodes.data();
@@ -807,8 +807,8 @@ constexpr std::size_t code_word_count(const Info& f) {
   return n;
 }
 
-/// Kernel K's code words, once per kernel, as an array: kernel_code's template argument, and
-/// what the digest and the comparison below read.
+/// Kernel K's code words, once per kernel, as an array: what code_key, the digest and the
+/// comparison below read.
 template <const auto& S, int K>
 inline constexpr auto code_words_of = [] {
   using KI = kernel_of<S, K>;
@@ -823,7 +823,7 @@ inline constexpr auto code_words_of = [] {
 /// analysis without its graph nodes (node, mem_node and scalar_node are left empty), its number
 /// of scalars, whether it surely fits its loop nest, its memory references' dtypes, and the
 /// single-node descriptor of each node (single_desc). Each is a constant of its own: g++ took
-/// far more memory where kernel_code read them as parts of one constant (docs/notes.md).
+/// more memory where kernel_code read them as parts of one constant (docs/notes.md).
 template <const auto& W>
 struct code_info {
   static constexpr int scalars = static_cast<int>(W[2]);
