@@ -2,6 +2,11 @@
 // same value computed by hand, and fails if they differ.
 #include <kiln/kiln.hpp>
 
+// consumer_separate links a library of kiln_add_runtime, which must pass the macro on
+#if defined(KILN_CONSUMER_SEPARATE) && !defined(KILN_SEPARATE_COMPILATION)
+#error "kiln_add_runtime's library did not give its user KILN_SEPARATE_COMPILATION"
+#endif
+
 #include <cmath>
 #include <cstdio>
 

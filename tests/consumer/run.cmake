@@ -45,6 +45,9 @@ else()
   run("building" ${CMAKE_COMMAND} --build ${WORK}/build)
 endif()
 run("running" ${WORK}/build/consumer)
+if(MODE STREQUAL "find_package" OR MODE STREQUAL "subdirectory")  # kiln_add_runtime's program
+  run("running the program built with kiln_add_runtime" ${WORK}/build/consumer_separate)
+endif()
 if(MODE STREQUAL "find_package")  # and the model exported with the installed kiln_add_model
   run("running the exported model's caller" ${WORK}/build/caller)
 endif()
