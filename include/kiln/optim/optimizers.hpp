@@ -211,7 +211,10 @@ constexpr decltype(auto) for_states(F&& f) {
 }
 template <class Opt, class P, class G>
 constexpr auto update_one(const G& g) {
-  return for_states<typename Opt::template states<P>>([&](auto... s) { return Opt::update(P{}, g, s...); });
+  auto r = for_states<typename Opt::template states<P>>([&](auto... s) { return Opt::update(P{}, g, s...); });
+  static_assert(decltype(r)::size == std::tuple_size_v<typename Opt::template states<P>> + 1,
+                "an optimizer's update(p, g, states...) returns make_pack(new p, new states...), one per state");
+  return r;
 }
 template <class... G>
 constexpr auto squared_norm(const G&... g) {
@@ -247,16 +250,14 @@ constexpr auto training_step(const L& loss, std::tuple<P...>, const Opt& = {}, c
         constexpr dtype D = std::tuple_element_t<0, std::tuple<P...>>::dt;
         auto norm = sqrt(detail::squared_norm(cast<D>(kiln::detail::get<I>(gs))...));
         auto coef = min(hp<D, "max_norm">() / (norm + 1e-6), 1.0);
-        using U =
-            kiln::detail::pack<decltype(detail::update_one<Opt, P>(kiln::detail::get<I>(gs) * cast<P::dt>(coef)))...>;
-        return U{{detail::update_one<Opt, P>(kiln::detail::get<I>(gs) * cast<P::dt>(coef))}...};
+        return kiln::detail::make_pack(detail::update_one<Opt, P>(kiln::detail::get<I>(gs) * cast<P::dt>(coef))...);
       } else {
-        using U = kiln::detail::pack<decltype(detail::update_one<Opt, P>(kiln::detail::get<I>(gs)))...>;
-        return U{{detail::update_one<Opt, P>(kiln::detail::get<I>(gs))}...};
+        return kiln::detail::make_pack(detail::update_one<Opt, P>(kiln::detail::get<I>(gs))...);
       }
     }();
+    // each parameter's pack: its new value, then its new states
     constexpr auto& at =
-        detail::flat_positions_of<decltype(detail::update_one<Opt, P>(kiln::detail::get<I>(gs)))::size...>;
+        detail::flat_positions_of<(std::tuple_size_v<typename Opt::template states<P>> + 1)...>;
     return [&]<std::size_t... F>(std::index_sequence<F...>) {
       return outputs(loss, kiln::detail::get<at[F].second>(kiln::detail::get<at[F].first>(ups))...);
     }(std::make_index_sequence<at.size()>{});
