@@ -40,8 +40,15 @@ class KilnConan(ConanFile):
         self.info.clear()
 
     def package(self):
-        copy(self, "*.hpp", src=os.path.join(self.source_folder, "include"),
+        # every header, the export ABI's C header (kiln/export/kiln_model.h) too
+        copy(self, "*.h*", src=os.path.join(self.source_folder, "include"),
              dst=os.path.join(self.package_folder, "include"))
+        # kiln_add_runtime and kiln_add_model, which CMakeDeps includes as build modules
+        for f in ("kilnRuntime.cmake", "kilnModel.cmake", "kiln_model_header.c"):
+            copy(self, f, src=os.path.join(self.source_folder, "cmake"),
+                 dst=os.path.join(self.package_folder, self._modules_dir))
+
+    _modules_dir = os.path.join("share", "kiln", "cmake")
 
     def package_info(self):
         self.cpp_info.bindirs = []
@@ -49,5 +56,7 @@ class KilnConan(ConanFile):
         self.cpp_info.set_property("cmake_file_name", "kiln")
         self.cpp_info.set_property("cmake_target_name", "kiln::kiln")
         self.cpp_info.set_property("pkg_config_name", "kiln")
+        self.cpp_info.set_property("cmake_build_modules", [os.path.join(self._modules_dir, f)
+                                                           for f in ("kilnRuntime.cmake", "kilnModel.cmake")])
         if self.settings.os in ("Linux", "FreeBSD"):
             self.cpp_info.system_libs = ["pthread"]

@@ -1,5 +1,6 @@
 # Builds and runs tests/consumer/main.cpp against the package, through CMakeDeps and
-# CMakeToolchain (what `conan create` runs after packaging).
+# CMakeToolchain (what `conan create` runs after packaging), header-only and with
+# kiln_add_runtime, and a model exported with kiln_add_model, called from C.
 import os
 
 from conan import ConanFile
@@ -24,4 +25,5 @@ class KilnTestConan(ConanFile):
 
     def test(self):
         if can_run(self):
-            self.run(os.path.join(self.cpp.build.bindir, "consumer"), env="conanrun")
+            for program in ("consumer", "consumer_separate", "caller"):
+                self.run(os.path.join(self.cpp.build.bindir, program), env="conanrun")
