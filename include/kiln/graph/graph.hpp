@@ -38,8 +38,9 @@ struct axis_perm {
 
 /// The most inputs a node takes (attention_grad's six; every other op four at most).
 inline constexpr int max_inputs = 6;
-// node::in and the per-input arrays of the passes (fuse.hpp, autodiff.hpp) spell out one
-// initialiser per input: a larger max_inputs must extend them, or its extra inputs read as 0
+// node::in, the per-input arrays of the passes (fuse.hpp, autodiff.hpp) and canonicalize's
+// hash_node spell out one term per input: a larger max_inputs must extend them, or its extra
+// inputs read as 0 (hash_node's would only hash worse)
 static_assert(max_inputs == 6, "extend the per-input initialisers");
 
 struct node {

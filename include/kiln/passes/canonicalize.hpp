@@ -97,9 +97,11 @@ constexpr bool same_node(const node& a, const node& b) {
 /// every statement is a step).
 constexpr std::uint64_t hash_node(const node& n) {
   constexpr std::uint64_t p = 1099511628211ull;
-  std::uint64_t h = ((((((std::uint64_t{static_cast<std::uint8_t>(n.o)} << 8 | static_cast<std::uint8_t>(n.dt)) * p ^
-                         static_cast<std::uint32_t>(n.in[0])) * p ^ static_cast<std::uint32_t>(n.in[1])) * p ^
-                       static_cast<std::uint32_t>(n.in[2])) * p ^ static_cast<std::uint32_t>(n.in[3])) * p ^
+  // (every input: graph.hpp's static_assert on max_inputs names this too)
+  std::uint64_t h = ((((((((std::uint64_t{static_cast<std::uint8_t>(n.o)} << 8 | static_cast<std::uint8_t>(n.dt)) * p ^
+                           static_cast<std::uint32_t>(n.in[0])) * p ^ static_cast<std::uint32_t>(n.in[1])) * p ^
+                         static_cast<std::uint32_t>(n.in[2])) * p ^ static_cast<std::uint32_t>(n.in[3])) * p ^
+                       static_cast<std::uint32_t>(n.in[4])) * p ^ static_cast<std::uint32_t>(n.in[5])) * p ^
                      (std::uint64_t{n.axes} << 32 | static_cast<std::uint32_t>(n.axis))) * p;
   if (n.o == op::constant) h = (h ^ std::bit_cast<std::uint64_t>(n.value)) * p;
   else if (n.o == op::input || n.o == op::param)
