@@ -50,4 +50,5 @@ if(MODE STREQUAL "find_package" OR MODE STREQUAL "subdirectory")  # kiln_add_run
 endif()
 if(MODE STREQUAL "find_package")  # and the model exported with the installed kiln_add_model
   run("running the exported model's caller" ${WORK}/build/caller)
+  run("running the caller of a shared library that links kiln_add_runtime's" ${WORK}/build/consumer_shared_caller)
 endif()
