@@ -123,10 +123,17 @@ template <const auto& S>
 std::vector<any_tensor> run(const std::vector<any_tensor>& leaves, const std::vector<any_tensor>* into) {
   static_assert(first_unsupported(S) < 0,
                 "kiln: cpu: the schedule has a node that is not a primitive (decompose the graph first)");
+#if defined(__CUDA_ARCH__)
+  // nvcc's device pass parses host code too, but never emits it: the plan's CPU kernels are
+  // left to the host pass (cicc 13.0 crashes instantiating them, and would only discard them).
+  (void)leaves, (void)into;
+  return {};
+#else
   constexpr int nk = static_cast<int>(S.kernels.size());
   static constexpr auto kernels = kernel_table<S>(std::make_integer_sequence<int, nk>{});
   static thread_local scratch_cache cache;
   return run_plan(schedule_ref::of(S), kernels, leaves, into, cache);
+#endif
 }
 
 #if KILN_DEFINE_RUNTIME

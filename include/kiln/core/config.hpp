@@ -9,6 +9,15 @@
 #define KILN_HD
 #endif
 
+// Put before a KILN_HD template that host code instantiates with host-only arguments (the
+// eager and CPU backends' math): nvcc would check such an instantiation's calls as if it ran on
+// the device. thrust's __thrust_exec_check_disable__.
+#if defined(__CUDACC__)
+#define KILN_HD_TEMPLATE _Pragma("nv_exec_check_disable")
+#else
+#define KILN_HD_TEMPLATE
+#endif
+
 // Op bodies (ops/bodies.hpp) are inlined into every kernel's loop, whatever the compiler's
 // size heuristics make of a kernel of many nodes: a call per element would cost more than the op.
 #if defined(__CUDACC__)
@@ -44,7 +53,9 @@
 // instantiate them for every inline function they parse). KILN_LAZY_DEF begins the definition
 // of one declared KILN_LAZY before.
 // With separate compilation both are KILN_RUNTIME.
-#if defined(KILN_SEPARATE_COMPILATION)
+// Under nvcc they are plain inline functions too: cudafe++ writes the default template
+// argument into the definition again, which the host compiler rejects as a redefinition.
+#if defined(KILN_SEPARATE_COMPILATION) || defined(__CUDACC__)
 #define KILN_LAZY KILN_RUNTIME
 #define KILN_LAZY_DEF KILN_RUNTIME
 #else

@@ -48,6 +48,10 @@ struct record_of;
 /// The registry of built expressions: `rec(key<H>{})` is the record of hash H, defined by the
 /// `define` that registered it.
 namespace reg {
+#if defined(__NVCC__)
+#pragma nv_diagnostic push
+#pragma nv_diag_suppress 1301  // the same warning as g++'s, from nvcc's front end
+#endif
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wnon-template-friend"
@@ -64,6 +68,9 @@ struct plan_key {
 };
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
+#if defined(__NVCC__)
+#pragma nv_diagnostic pop
 #endif
 /// Registers schedule S under hash H (a friend of the same namespace as plan_key's).
 template <std::uint64_t H, const auto& S>
@@ -95,6 +102,12 @@ constexpr const record& record_ref() {
   using U = std::remove_cvref_t<E>;  // decltype of a constexpr expression is const
   if constexpr (detail::is_id<U>::value) return rec(reg::key<U::hash>{});
   else return record_of<U>::value;
+}
+/// &record_ref<E>(), spelled as a function: nvcc's front end rejects `&f<T>()...` in a pack
+/// expansion ("expression must be an lvalue").
+template <class E>
+constexpr const record* record_ptr() {
+  return &record_ref<E>();
 }
 
 /// A node's attributes as a value that can be a template argument (no pointer, no double):
@@ -135,7 +148,7 @@ constexpr node node_of(const node_key& k) {
 
 template <class... K>
 constexpr std::array<const record*, sizeof...(K)> kid_records(std::tuple<K...>*) {
-  return {&record_ref<K>()...};
+  return {record_ptr<K>()...};
 }
 constexpr std::uint64_t mix(std::uint64_t h, std::uint64_t v) {  // splitmix64 of the combination
   std::uint64_t z = h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
@@ -191,7 +204,7 @@ namespace reg {
 /// Registers the record of a node with attributes K and operand types Kids under its hash.
 template <node_key K, class... Kids>
 struct define {
-  static constexpr std::array<const record*, sizeof...(Kids)> kid_records{&record_ref<Kids>()...};
+  static constexpr std::array<const record*, sizeof...(Kids)> kid_records{record_ptr<Kids>()...};
   static constexpr record value = detail::make_record(detail::node_of(K), kid_records);
   static constexpr std::uint64_t hash = value.hash;
   friend constexpr const record& rec(key<hash>) { return value; }

@@ -14,6 +14,7 @@
 // `grad(loss, wrt(w1 ... wn))` costs the loss once, not n times.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <type_traits>
@@ -210,8 +211,9 @@ constexpr auto binding_of() {
   std::pair<std::array<int, U::tensor_leaves>, std::array<int, U::scalar_leaves>> r{};
   binding b;
   (void)walk(record_ref<E>(), &b);
-  for (std::size_t i = 0; i < U::tensor_leaves; ++i) r.first[i] = b.tensor_slot[i];
-  for (std::size_t i = 0; i < U::scalar_leaves; ++i) r.second[i] = b.scalar_slot[i];
+  // (copy_n: a loop bound of 0 is a "pointless comparison" to nvcc)
+  std::copy_n(b.tensor_slot.begin(), r.first.size(), r.first.begin());
+  std::copy_n(b.scalar_slot.begin(), r.second.size(), r.second.begin());
   return r;
 }
 }  // namespace detail

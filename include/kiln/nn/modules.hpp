@@ -249,19 +249,25 @@ template <class... S, class... M>
 struct append<sequential<S...>, M...> {
   using type = sequential<S..., M...>;
 };
-/// Layers I.. of an MLP with widths W: linear Name.I, then Act unless it is the last.
-template <fixed_string Name, class Act, std::size_t I, index_t... W>
-struct mlp_layers;
-template <fixed_string Name, class Act, std::size_t I, index_t A, index_t B>
-struct mlp_layers<Name, Act, I, A, B> {
-  template <dtype D>
-  using type = sequential<linear<Name + "." + digits<I>(), A, B, D>>;
+/// The MLP's name as a type (see mlp).
+template <fixed_string Name>
+struct name_tag {
+  static constexpr auto value = Name;
 };
-template <fixed_string Name, class Act, std::size_t I, index_t A, index_t B, index_t C, index_t... W>
-struct mlp_layers<Name, Act, I, A, B, C, W...> {
-  template <dtype D>
-  using type = typename append<sequential<linear<Name + "." + digits<I>(), A, B, D>, Act>,
-                               typename mlp_layers<Name, Act, I + 1, B, C, W...>::template type<D>>::type;
+/// The name of layer I.
+template <class N, std::size_t I>
+inline constexpr auto layer_name = N::value + "." + digits<I>();
+/// Layers I.. of an MLP named N with widths W: linear N.I, then Act unless it is the last.
+template <class N, class Act, dtype D, std::size_t I, index_t... W>
+struct mlp_layers;
+template <class N, class Act, dtype D, std::size_t I, index_t A, index_t B>
+struct mlp_layers<N, Act, D, I, A, B> {
+  using type = sequential<linear<layer_name<N, I>, A, B, D>>;
+};
+template <class N, class Act, dtype D, std::size_t I, index_t A, index_t B, index_t C, index_t... W>
+struct mlp_layers<N, Act, D, I, A, B, C, W...> {
+  using type = typename append<sequential<linear<layer_name<N, I>, A, B, D>, Act>,
+                               typename mlp_layers<N, Act, D, I + 1, B, C, W...>::type>::type;
 };
 template <class... S, class... T>
 struct append<sequential<S...>, sequential<T...>> {
@@ -271,14 +277,21 @@ struct append<sequential<S...>, sequential<T...>> {
 
 /// A multi-layer perceptron with these widths (input first, output last) and relu between
 /// layers: mlp<"mlp", 784, 256, 10> is linear "mlp.0" (784 -> 256), relu, linear "mlp.1".
+/// A class of its own, not an alias of that sequential, with params its own member: cudafe++
+/// (nvcc) spells a type reached through the sequential with mlp's Name unresolved, which the host
+/// compiler then rejects; mlp<...>::params it spells as it is.
 template <fixed_string Name, index_t... Widths>
   requires(sizeof...(Widths) >= 2)
-using mlp = typename detail::mlp_layers<Name, relu, 0, Widths...>::template type<dtype::f32>;
+struct mlp : detail::mlp_layers<detail::name_tag<Name>, relu, dtype::f32, 0, Widths...>::type {
+  using params = typename mlp::sequential::params;
+};
 
 /// The same with another activation and dtype: mlp_with<"net", nn::gelu, f64, 8, 16, 4>.
 template <fixed_string Name, class Act, dtype D, index_t... Widths>
   requires(sizeof...(Widths) >= 2)
-using mlp_with = typename detail::mlp_layers<Name, Act, 0, Widths...>::template type<D>;
+struct mlp_with : detail::mlp_layers<detail::name_tag<Name>, Act, D, 0, Widths...>::type {
+  using params = typename mlp_with::sequential::params;
+};
 
 /// Zero tensors for the placeholders of tuple Params (static shapes), by name.
 template <class Params>

@@ -29,6 +29,7 @@
 namespace kiln::ops {
 
 /// Integer arithmetic that wraps (two's complement) instead of invoking undefined behaviour.
+KILN_HD_TEMPLATE
 template <class T, class F>
 KILN_ALWAYS_INLINE KILN_HD T wrapping(T a, T b, F f) {
   using U = std::make_unsigned_t<T>;
@@ -71,6 +72,7 @@ inline constexpr bool has_unary_body =
 
 /// A unary op: every pointwise unary primitive, and the unary composites (sigmoid, silu, gelu,
 /// gelu_tanh) that the eager backend computes directly as references for their decompositions.
+KILN_HD_TEMPLATE
 template <op O, class M, class V>
 KILN_ALWAYS_INLINE KILN_HD V unary(const V& x) {
   if constexpr (std::is_integral_v<V>) {
@@ -120,6 +122,7 @@ inline constexpr bool has_binary_body =
 /// A binary arithmetic op (not a comparison). Integers wrap, and divide toward zero (only
 /// floor_divide builds an integer div: `/` divides in f32, as PyTorch's); max and min give NaN if either operand is NaN, else the
 /// larger (smaller), the first operand on ties.
+KILN_HD_TEMPLATE
 template <op O, class M, class V>
 KILN_ALWAYS_INLINE KILN_HD V binary(const V& a, const V& b) {
   if constexpr (std::is_same_v<V, bool>) {
@@ -154,6 +157,7 @@ KILN_ALWAYS_INLINE KILN_HD V binary(const V& a, const V& b) {
 
 /// A comparison op: a mask of V's lanes (bool for scalars). ne is the unordered not-equal of
 /// IEEE and C++ (NaN != x is true), which is !(a == b) for batches too.
+KILN_HD_TEMPLATE
 template <op O, class V>
 KILN_ALWAYS_INLINE KILN_HD auto compare(const V& a, const V& b) {
   if constexpr (O == op::eq) return a == b;

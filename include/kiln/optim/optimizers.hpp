@@ -78,15 +78,33 @@ struct hyper_values {
     static_assert(index_of<K>() >= 0, "kiln: hyper_values::get: no hyperparameter of this name (the template argument)");
     return values[static_cast<std::size_t>(index_of<K>())];
   }
+
+  // Type computations by member, not by deducing H... from hyper_values<H...>: nvcc's front end
+  // cannot deduce a pack of class-type template arguments.
+  /// F<H...>::type.
+  template <template <fixed_string...> class F>
+  struct apply {
+    using type = F<H...>;
+  };
+  /// hyper_values<H..., More...>.
+  template <fixed_string... More>
+  struct append {
+    using type = hyper_values<H..., More...>;
+  };
+  /// hyper_values<A..., H...> for A = hyper_values<A...>.
+  template <class A>
+  struct after {
+    using type = typename A::template append<H...>::type;
+  };
+  /// Both sets of values (an optimizer's and the clipping's): this one's, then b's.
+  template <class B>
+  friend constexpr auto operator+(const hyper_values& a, const B& b) {
+    typename B::template after<hyper_values>::type r;
+    for (std::size_t i = 0; i < sizeof...(H); ++i) r.values[i] = a.values[i];
+    for (std::size_t i = 0; i < b.values.size(); ++i) r.values[sizeof...(H) + i] = b.values[i];
+    return r;
+  }
 };
-/// Both sets of values (an optimizer's and the clipping's).
-template <fixed_string... A, fixed_string... B>
-constexpr hyper_values<A..., B...> operator+(const hyper_values<A...>& a, const hyper_values<B...>& b) {
-  hyper_values<A..., B...> r;
-  for (std::size_t i = 0; i < sizeof...(A); ++i) r.values[i] = a.values[i];
-  for (std::size_t i = 0; i < sizeof...(B); ++i) r.values[sizeof...(A) + i] = b.values[i];
-  return r;
-}
 
 /// An optimizer state of parameter P: a placeholder shaped like P named "<P's name><Suffix>".
 template <class P, fixed_string Suffix>

@@ -44,14 +44,18 @@ using slot_if_read = std::conditional_t<step_reads<Step, typename S::placeholder
 
 /// The hyperparameter inputs that the graph of Step reads, as hyper_slots: hyper<D, H> for each
 /// name H of Values (an optimizer's and its clipping's hyper_values) and floating dtype D.
+/// (Values' names through Values::apply, not deduced by a partial specialisation: nvcc's front
+/// end cannot deduce a pack of class-type template arguments.)
 template <class Step, class Values>
-struct hyper_slots_of;
-template <class Step, fixed_string... H>
-struct hyper_slots_of<Step, hyper_values<H...>> {
-  template <dtype D>
-  using of = decltype(std::tuple_cat(std::declval<slot_if_read<Step, hyper_slot<D, H>>>()...));
-  using type = decltype(std::tuple_cat(std::declval<of<dtype::bf16>>(), std::declval<of<dtype::f32>>(),
-                                       std::declval<of<dtype::f64>>()));
+struct hyper_slots_of {
+  template <fixed_string... H>
+  struct named {
+    template <dtype D>
+    using of = decltype(std::tuple_cat(std::declval<slot_if_read<Step, hyper_slot<D, H>>>()...));
+    using type = decltype(std::tuple_cat(std::declval<of<dtype::bf16>>(), std::declval<of<dtype::f32>>(),
+                                         std::declval<of<dtype::f64>>()));
+  };
+  using type = typename Values::template apply<named>::type::type;
 };
 /// The states of parameters P... under optimizer Opt, and the step's outputs after the loss
 /// (each parameter, then its states: training_step's order).

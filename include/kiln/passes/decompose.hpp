@@ -279,26 +279,26 @@ struct decomposer {
   static constexpr rule rule_for(op o) {
     using d = decomposer;
     switch (o) {
-      case op::relu: return {[](d& r, const node& n) { return r.relu(n.in[0]); }, true};
-      case op::sigmoid: return {[](d& r, const node& n) { return r.sigmoid(n.in[0]); }, true};
-      case op::silu: return {[](d& r, const node& n) { return r.silu(n.in[0]); }, true};
-      case op::gelu: return {[](d& r, const node& n) { return r.gelu(n.in[0]); }, true};
-      case op::gelu_tanh: return {[](d& r, const node& n) { return r.gelu_tanh(n.in[0]); }, true};
-      case op::softplus: return {[](d& r, const node& n) { return r.softplus(n.in[0]); }, true};
-      case op::mean: return {[](d& r, const node& n) { return r.mean(n.in[0], n.axes, n.keepdim); }, true};
-      case op::var: return {[](d& r, const node& n) { return r.var(n.in[0], n.axes, n.keepdim, n.value); }, true};
-      case op::softmax: return {[](d& r, const node& n) { return r.softmax(n.in[0], n.axis); }, true};
-      case op::log_softmax: return {[](d& r, const node& n) { return r.log_softmax(n.in[0], n.axis); }, true};
-      case op::layer_norm: return {[](d& r, const node& n) { return r.layer_norm(n.in[0], n.in[1], n.in[2], n.in[3]); }, true};
-      case op::linear: return {[](d& r, const node& n) { return r.linear(n.in[0], n.in[1], n.in[2]); }, true};
-      case op::mse_loss: return {[](d& r, const node& n) { return r.mse_loss(n.in[0], n.in[1]); }, true};
-      case op::cross_entropy: return {[](d& r, const node& n) { return r.cross_entropy(n.in[0], n.in[1]); }, true};
-      case op::conv2d: return {[](d& r, const node& n) { return r.conv2d(n.in[0], n.in[1], n.in[2], window_of(n)); }, true};
+      case op::relu: return rule{+[](d& r, const node& n) { return r.relu(n.in[0]); }, true};
+      case op::sigmoid: return rule{+[](d& r, const node& n) { return r.sigmoid(n.in[0]); }, true};
+      case op::silu: return rule{+[](d& r, const node& n) { return r.silu(n.in[0]); }, true};
+      case op::gelu: return rule{+[](d& r, const node& n) { return r.gelu(n.in[0]); }, true};
+      case op::gelu_tanh: return rule{+[](d& r, const node& n) { return r.gelu_tanh(n.in[0]); }, true};
+      case op::softplus: return rule{+[](d& r, const node& n) { return r.softplus(n.in[0]); }, true};
+      case op::mean: return rule{+[](d& r, const node& n) { return r.mean(n.in[0], n.axes, n.keepdim); }, true};
+      case op::var: return rule{+[](d& r, const node& n) { return r.var(n.in[0], n.axes, n.keepdim, n.value); }, true};
+      case op::softmax: return rule{+[](d& r, const node& n) { return r.softmax(n.in[0], n.axis); }, true};
+      case op::log_softmax: return rule{+[](d& r, const node& n) { return r.log_softmax(n.in[0], n.axis); }, true};
+      case op::layer_norm: return rule{+[](d& r, const node& n) { return r.layer_norm(n.in[0], n.in[1], n.in[2], n.in[3]); }, true};
+      case op::linear: return rule{+[](d& r, const node& n) { return r.linear(n.in[0], n.in[1], n.in[2]); }, true};
+      case op::mse_loss: return rule{+[](d& r, const node& n) { return r.mse_loss(n.in[0], n.in[1]); }, true};
+      case op::cross_entropy: return rule{+[](d& r, const node& n) { return r.cross_entropy(n.in[0], n.in[1]); }, true};
+      case op::conv2d: return rule{+[](d& r, const node& n) { return r.conv2d(n.in[0], n.in[1], n.in[2], window_of(n)); }, true};
       case op::max_pool2d:
-      case op::avg_pool2d: return {[](d& r, const node& n) { return r.pool2d(n.o, n.in[0], window_of(n)); }, true};
+      case op::avg_pool2d: return rule{+[](d& r, const node& n) { return r.pool2d(n.o, n.in[0], window_of(n)); }, true};
       case op::sdpa:
       case op::sdpa_causal:
-        return {[](d& r, const node& n) { return r.sdpa(n.in[0], n.in[1], n.in[2], n.in[3], n.o == op::sdpa_causal); }, true};
+        return rule{+[](d& r, const node& n) { return r.sdpa(n.in[0], n.in[1], n.in[2], n.in[3], n.o == op::sdpa_causal); }, true};
       default: return {};  // a primitive
     }
   }

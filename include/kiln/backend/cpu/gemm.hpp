@@ -46,6 +46,13 @@
 #include "fma.hpp"
 #include "parallel.hpp"
 
+// nvcc's front end does not know `#pragma GCC unroll` (warning 1675); it passes it on to the
+// host compiler, which does.
+#if defined(__NVCC__)
+#pragma nv_diagnostic push
+#pragma nv_diag_suppress 1675
+#endif
+
 namespace kiln::cpu {
 
 /// A batch of matrices in memory. Strides are in elements. C's column stride is 1 (rows
@@ -716,3 +723,7 @@ void gemm(index_t batch, index_t m, index_t n, index_t k, matrix_ref<const T> a,
 }
 
 }  // namespace kiln::cpu
+
+#if defined(__NVCC__)
+#pragma nv_diagnostic pop
+#endif
