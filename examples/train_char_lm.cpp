@@ -221,7 +221,7 @@ std::string sample(const param_set& ps, std::string prompt, int n, std::uint64_t
 }
 
 int run(const options& o) {
-  if (o.threads > 0) cpu::set_num_threads(o.threads);
+  if (o.threads > 0) kiln::set_num_threads(o.threads);
   const corpus text = load(o.data);
   const index_t total = o.steps * o.epochs;
   const optim::cosine_schedule schedule{.lr = o.lr, .warmup = std::min<index_t>(100, total / 10), .total = total,
@@ -238,7 +238,7 @@ int run(const options& o) {
   std::printf("model: GPT, 4 layers, 4 heads, width %lld, context %lld, %lld parameters\n", static_cast<long long>(width),
               static_cast<long long>(context), static_cast<long long>(nn::parameter_count<gpt::params>()));
   std::printf("data: %zu training and %zu validation characters from %s; batch %lld, AdamW lr %g (cosine), %d threads\n",
-              text.train.size(), text.val.size(), o.data.c_str(), static_cast<long long>(o.batch), o.lr, cpu::num_threads());
+              text.train.size(), text.val.size(), o.data.c_str(), static_cast<long long>(o.batch), o.lr, kiln::num_threads());
 
   any_tensor x(dtype::i64, dims{o.batch, context}), y(dtype::i64, dims{o.batch * context});
   std::vector<std::size_t> starts(static_cast<std::size_t>(o.batch));

@@ -160,7 +160,7 @@ double accuracy(const dataset& d, const nn::param_set<typename M::net::params>& 
 template <class M>
 int train(const options& o) {
   using net = typename M::net;
-  if (o.threads > 0) cpu::set_num_threads(o.threads);
+  if (o.threads > 0) kiln::set_num_threads(o.threads);
   const dataset train = load(o.data, "train", o.limit);
   const dataset test = load(o.data, "t10k", 0);
   const index_t steps_per_epoch = (train.size() + o.batch - 1) / o.batch;
@@ -185,7 +185,7 @@ int train(const options& o) {
               plan_info.matmul_kernels, scratch / 1e6);
   std::printf("data: %lld training and %lld test images; batch %lld, Adam lr %g (cosine), %d threads\n",
               static_cast<long long>(train.size()), static_cast<long long>(test.size()), static_cast<long long>(o.batch), o.lr,
-              cpu::num_threads());
+              kiln::num_threads());
 
   // batches shuffled by (seed, epoch), the next one gathered on the loader's thread while this
   // one trains (data/loader.hpp)

@@ -49,6 +49,26 @@ TEST_CASE("matmul, concat, reshape, slice and broadcast_to check run-time extent
         std::string::npos);
 }
 
+TEST_CASE("both backends throw the catalogue's message for a run-time mistake, word for word") {
+  // one rule (graph.hpp's infer) checks run-time shapes on every backend: the CPU backend's plan
+  // and the eager reference give the same error for the same mistake
+  tensor<float, 2> a({2, 3}), b({4, 5}), c({3, 2});
+  const auto same = [](const std::string& cpu, const std::string& ref, const std::string& want) {
+    CHECK(cpu == want);
+    CHECK(ref == want);
+  };
+  same(shape_error_of([&] { (void)eval(matmul(a, b)); }), shape_error_of([&] { (void)eval(matmul(a, b), eager::backend); }),
+       "kiln: matmul: shapes [2, 3] and [4, 5] do not match as [..., m, k] x [..., k, n]");
+  same(shape_error_of([&] { (void)eval(concat<1>(a, c)); }), shape_error_of([&] { (void)eval(concat<1>(a, c), eager::backend); }),
+       "kiln: concat: shapes [2, 3] and [3, 2] differ outside the concatenation axis (or have no such axis)");
+  same(shape_error_of([&] { (void)eval(a - c); }), shape_error_of([&] { (void)eval(a - c, eager::backend); }),
+       "kiln: sub: shapes [2, 3] and [3, 2] cannot be broadcast together");
+  same(shape_error_of([&] { (void)eval(reshape<5, dyn>(a)); }), shape_error_of([&] { (void)eval(reshape<5, dyn>(a), eager::backend); }),
+       "kiln: reshape: shapes [2, 3] and [5, dyn] do not have the same number of elements (input, target)");
+  same(shape_error_of([&] { (void)eval(slice<1, 1, 5>(a)); }), shape_error_of([&] { (void)eval(slice<1, 1, 5>(a), eager::backend); }),
+       "kiln: slice: shape [2, 3] cannot be sliced so (the axis, or the bounds on it, out of range)");
+}
+
 TEST_CASE("a result of more than 2^59 elements is refused before any memory is sized from it") {
   // empty operands (addressable: their non-zero extents count 2^31) whose product counts 2^62
   const index_t big = index_t{1} << 31;

@@ -174,15 +174,25 @@ TEST_CASE("infer: one shape and dtype rule per op, for the builder and check_gra
   CHECK(b.at(s).shape == dims{dyn, 1});
   const int r = b.reshape(w, dims{dyn, 4});
   CHECK(b.at(r).shape == dims{6, 4});  // the dyn extent resolved from the element count
-  // mistakes are named
+  // mistakes are named, with the inputs whose shapes a run-time error cites
+  const auto cites = [&](const node& n) {
+    const inferred r = infer(n, [&](int j) -> const node& { return b.at(n.in[j]); });
+    return std::pair<int, int>{r.cite[0], r.cite[1]};
+  };
   node bad = passes::builder::with_inputs(op::add, x, i);
-  CHECK(why(bad) == "binary node inputs differ in dtype");
+  CHECK(why(bad) == "differ in dtype (inputs of a binary node)");
+  CHECK(cites(bad) == std::pair<int, int>{0, 1});
   bad = passes::builder::with_inputs(op::matmul, w, w);
-  CHECK(why(bad) == "matmul shapes do not match");
+  CHECK(why(bad) == "do not match as [..., m, k] x [..., k, n]");
   bad = passes::builder::with_inputs(op::layer_norm, x, w, g);
-  CHECK(why(bad) == "layer_norm shapes do not match");
+  CHECK(why(bad) == "do not match (gamma must cover x's trailing axes)");
   bad = passes::builder::with_inputs(op::gather, w, x);
-  CHECK(why(bad) == "gather needs integer indices");
+  CHECK(why(bad) == "are not integer indices (gather's second input)");
+  CHECK(cites(bad) == std::pair<int, int>{1, cite_none});
+  bad = passes::builder::with_inputs(op::reshape, w);
+  bad.shape = dims{5, 5};
+  CHECK(why(bad) == "do not have the same number of elements (input, target)");
+  CHECK(cites(bad) == std::pair<int, int>{0, cite_own});
   // check_graph checks composite ops now too
   node ln = passes::builder::with_inputs(op::layer_norm, x, g, g);
   ln.in[3] = b.constant(1e-5, f32);

@@ -10,7 +10,8 @@
 //
 // The expression's inputs are fed at each call, its params are the model's weights (held by a
 // kiln_model, loaded from safetensors or set from memory); kiln::outputs(...) exports several
-// outputs. The model runs on the CPU backend.
+// outputs. The model runs on kiln::default_backend, which must have output_shapes
+// (backend/backend.hpp).
 #pragma once
 
 #include <algorithm>
@@ -88,10 +89,13 @@ inline void describe(std::string& j, const char* key, const std::vector<slot>& s
 
 }  // namespace detail
 
-template <class E>
+template <class E, backend_type B = default_backend>
 struct model final : model_base {
+  static_assert(requires(const std::vector<any_tensor>& l) { B::template output_shapes<program<E>>(l); },
+                "kiln: export: the backend has no output_shapes<P>(leaves) (backend/backend.hpp), which "
+                "kiln_model_output_shapes needs");
   E e;
-  compiled<E, cpu::backend_t> f;
+  compiled<E, B> f;
 
   explicit model(const E& x) : e(x), f(x) {
     constexpr const auto& g = traced<E>::value;
@@ -111,12 +115,7 @@ struct model final : model_base {
   void run(std::span<const feed> feeds, std::vector<any_tensor>& out) const override { f(feeds, out); }
   std::vector<dims> output_shapes(std::span<const feed> feeds) const override {
     constexpr const auto& g = traced<E>::value;
-    const std::vector<any_tensor> leaves = bind_leaves(g, e, feeds);
-    cpu::detail::state st(cpu::detail::schedule_ref::of(plan<E>::schedule), leaves);
-    st.resolve_shapes();
-    std::vector<dims> r;
-    for (const int o : plan<E>::schedule.g.outputs) r.push_back(st.shape[static_cast<std::size_t>(o)]);
-    return r;
+    return B::template output_shapes<program<E>>(bind_leaves(g, e, feeds));
   }
 };
 
@@ -428,7 +427,7 @@ KILN_API int kiln_model_run(const kiln_model* model, const kiln_tensor* inputs, 
   });
 }
 
-KILN_API int kiln_set_num_threads(int n) { return kiln::cpu::set_num_threads(n); }
+KILN_API int kiln_set_num_threads(int n) { return kiln::set_num_threads(n); }
 
 #undef KILN_API
 

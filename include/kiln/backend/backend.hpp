@@ -20,6 +20,15 @@
 //  - it returns the outputs (into[q] itself where that was defined); a new output never shares
 //    storage with a leaf. On an error it throws before writing any destination.
 //  - it may be called from several threads at once.
+//
+// Optional members, used where a backend has them:
+//     template <class P>
+//     static std::vector<dims> output_shapes(const std::vector<any_tensor>& leaves);
+//   the outputs' shapes for these leaves, checked as run<P> checks them, without running the
+//   plan (model export needs it: kiln_model_output_shapes);
+//     static int num_threads();  static int set_num_threads(int n);
+//   the threads it runs kernels on (kiln::num_threads and kiln::set_num_threads for the default
+//   backend).
 #pragma once
 
 #include <concepts>

@@ -417,6 +417,18 @@ struct backend_t {
     if (into.empty()) return run_schedule<s>(leaves);
     return run_schedule_into<s>(leaves, std::vector<any_tensor>(into.begin(), into.end()));
   }
+  /// The outputs' shapes for these leaves (their data are not read); throws as run<P> would.
+  template <class P>
+  static std::vector<dims> output_shapes(const std::vector<any_tensor>& leaves) {
+    constexpr const auto& s = P::schedule();
+    detail::state st(detail::schedule_ref::of(s), leaves);
+    st.resolve_shapes();
+    std::vector<dims> r;
+    for (const int o : s.g.outputs) r.push_back(st.shape[static_cast<std::size_t>(o)]);
+    return r;
+  }
+  static int num_threads() { return cpu::num_threads(); }
+  static int set_num_threads(int n) { return cpu::set_num_threads(n); }
 };
 inline constexpr backend_t backend{};
 

@@ -22,6 +22,7 @@
 #include "../core/tensor.hpp"
 #include "../graph/graph.hpp"
 #include "../graph/ops.hpp"
+#include "../graph/resolve.hpp"
 #include "../ops/bodies.hpp"
 #include "../passes/decompose.hpp"
 #include "backend.hpp"
@@ -159,12 +160,6 @@ void for_each_broadcast(const dims& out, F&& f, const T&... operands) {
   });
 }
 
-KILN_LAZY dims broadcast_or_throw(op o, const dims& a, const dims& b) {
-  const broadcast_result r = broadcast(a, b);
-  if (!r.ok) throw shape_error(name(o), a, b, "cannot be broadcast together");
-  return r.shape;
-}
-
 KILN_LAZY any_tensor run_unary(const node& n, const any_tensor& x) {
   any_tensor out(n.dt, x.shape());
   visit(n.dt, [&]<dtype D>() {
@@ -179,8 +174,8 @@ KILN_LAZY any_tensor run_unary(const node& n, const any_tensor& x) {
   return out;
 }
 
-KILN_LAZY any_tensor run_binary(const node& n, const any_tensor& a, const any_tensor& b) {
-  any_tensor out(n.dt, broadcast_or_throw(n.o, a.shape(), b.shape()));
+KILN_LAZY any_tensor run_binary(const node& n, const any_tensor& a, const any_tensor& b, const dims& shape) {
+  any_tensor out(n.dt, shape);
   visit(a.dt(), [&]<dtype D>() {
     for_each_broadcast(out.shape(), [&](index_t k, index_t oa, index_t ob) {
       const auto x = load<D>(a.bytes(), oa), y = load<D>(b.bytes(), ob);
@@ -191,8 +186,7 @@ KILN_LAZY any_tensor run_binary(const node& n, const any_tensor& a, const any_te
   return out;
 }
 
-KILN_LAZY any_tensor run_where(const node& n, const any_tensor& c, const any_tensor& a, const any_tensor& b) {
-  const dims s = broadcast_or_throw(op::where, broadcast_or_throw(op::where, c.shape(), a.shape()), b.shape());
+KILN_LAZY any_tensor run_where(const node& n, const any_tensor& c, const any_tensor& a, const any_tensor& b, const dims& s) {
   any_tensor out(n.dt, s);
   visit(n.dt, [&]<dtype D>() {
     for_each_broadcast(s, [&](index_t k, index_t oc, index_t oa, index_t ob) {
@@ -206,9 +200,8 @@ KILN_LAZY any_tensor run_where(const node& n, const any_tensor& c, const any_ten
 template <dtype D>
 using accumulator_t = std::conditional_t<is_floating(D), double, compute_t<D>>;
 
-KILN_LAZY any_tensor run_reduce(const node& n, const any_tensor& x) {
+KILN_LAZY any_tensor run_reduce(const node& n, const any_tensor& x, const dims& out_shape) {
   const dims in = x.shape();
-  const dims out_shape = reduce_shape(in, n.axes, n.keepdim).shape;
   any_tensor out(n.dt, out_shape);
   // output offset of each input axis: 0 on reduced axes
   dims ostride;
@@ -225,8 +218,6 @@ KILN_LAZY any_tensor run_reduce(const node& n, const any_tensor& x) {
     }
   }
   const index_t m = out_shape.numel();
-  if ((n.o == op::amax || n.o == op::amin) && count == 0 && m > 0 && n.value == 0)
-    throw shape_error(name(n.o), in, "cannot be reduced over an axis of extent 0");
   visit(n.dt, [&]<dtype D>() {
     using T = compute_t<D>;
     if (n.o == op::var) {
@@ -299,10 +290,7 @@ KILN_LAZY any_tensor run_reduce(const node& n, const any_tensor& x) {
   return out;
 }
 
-KILN_LAZY any_tensor run_matmul(const node& n, const any_tensor& a, const any_tensor& b) {
-  const shape_result r = matmul_shape(a.shape(), b.shape());
-  if (!r.ok) throw shape_error("matmul", a.shape(), b.shape(), "do not match as [..., m, k] x [..., k, n]");
-  const dims s = r.shape;
+KILN_LAZY any_tensor run_matmul(const node& n, const any_tensor& a, const any_tensor& b, const dims& s) {
   any_tensor out(n.dt, s);
   const int ra = a.rank(), rb = b.rank(), ro = s.rank;
   const index_t m = s.e[ro - 2], nn = s.e[ro - 1], kk = a.shape().e[ra - 1];
@@ -353,16 +341,7 @@ KILN_LAZY any_tensor run_matmul(const node& n, const any_tensor& a, const any_te
   return out;
 }
 
-KILN_LAZY any_tensor run_broadcast(const node& n, const any_tensor& x) {
-  dims to = n.shape;
-  for (int i = 0; i < to.rank; ++i) {
-    const int j = x.rank() - to.rank + i;
-    if (to.e[i] == dyn) {
-      if (j < 0) throw shape_error("broadcast", x.shape(), n.shape, "leave a dynamic target extent undetermined");
-      to.e[i] = x.shape().e[j];
-    }
-  }
-  if (!broadcastable_to(x.shape(), to)) throw shape_error("broadcast", x.shape(), to, "cannot be broadcast (source to target)");
+KILN_LAZY any_tensor run_broadcast(const node& n, const any_tensor& x, const dims& to) {
   any_tensor out(n.dt, to);
   visit(n.dt, [&]<dtype D>() {
     for_each_broadcast(to, [&](index_t k, index_t o) {
@@ -372,10 +351,8 @@ KILN_LAZY any_tensor run_broadcast(const node& n, const any_tensor& x) {
   return out;
 }
 
-KILN_LAZY any_tensor run_concat(const node& n, const any_tensor& a, const any_tensor& b) {
-  const shape_result r = concat_shape(a.shape(), b.shape(), n.axis);
-  if (!r.ok) throw shape_error("concat", a.shape(), b.shape(), "differ outside axis " + std::to_string(n.axis));
-  any_tensor out(n.dt, r.shape);
+KILN_LAZY any_tensor run_concat(const node& n, const any_tensor& a, const any_tensor& b, const dims& shape) {
+  any_tensor out(n.dt, shape);
   const index_t na = a.shape().e[n.axis];
   out.slice(n.axis, 0, na).copy_from(a);
   out.slice(n.axis, na, to_end).copy_from(b);
@@ -410,9 +387,6 @@ KILN_LAZY any_tensor run_softmax(const node& n, const any_tensor& x) {
 
 KILN_LAZY any_tensor run_layer_norm(const node& n, const any_tensor& x, const any_tensor& g, const any_tensor& b,
                                     const any_tensor& eps) {
-  const shape_result r = layer_norm_shape(x.shape(), g.shape(), b.shape());
-  if (!r.ok || !(g.shape() == b.shape()))
-    throw shape_error("layer_norm", x.shape(), g.shape(), "do not match (gamma must cover x's trailing axes)");
   const any_tensor out(n.dt, x.shape());
   visit(n.dt, [&]<dtype D>() {
     if constexpr (is_floating(D)) {
@@ -452,7 +426,7 @@ KILN_LAZY any_tensor run_layer_norm(const node& n, const any_tensor& x, const an
 }
 
 KILN_LAZY any_tensor run_mse(const node& n, const any_tensor& a, const any_tensor& b) {
-  const dims s = broadcast_or_throw(op::mse_loss, a.shape(), b.shape());
+  const dims s = broadcast(a.shape(), b.shape()).shape;  // (the elements compared; checked by infer)
   const any_tensor out(n.dt, dims{});
   visit(n.dt, [&]<dtype D>() {
     if constexpr (is_floating(D)) {
@@ -468,8 +442,6 @@ KILN_LAZY any_tensor run_mse(const node& n, const any_tensor& a, const any_tenso
 }
 
 KILN_LAZY any_tensor run_cross_entropy(const node& n, const any_tensor& z, const any_tensor& y) {
-  if (!cross_entropy_shape(z.shape(), y.shape()).ok)
-    throw shape_error("cross_entropy", z.shape(), y.shape(), "do not match as logits [n, classes] and labels [n]");
   const any_tensor out(n.dt, dims{});
   const index_t rows = z.shape().e[0], classes = z.shape().e[1];
   visit(n.dt, [&]<dtype D>() {
@@ -520,11 +492,9 @@ KILN_LAZY void check_indices(const char* who, const any_tensor& idx, index_t row
   });
 }
 
-KILN_LAZY any_tensor run_gather(const node& n, const any_tensor& table, const any_tensor& idx) {
-  const shape_result r = gather_shape(table.shape(), idx.shape());
-  if (!r.ok) throw shape_error("gather", table.shape(), idx.shape(), "do not match as a table [rows, ...] and indices");
+KILN_LAZY any_tensor run_gather(const node& n, const any_tensor& table, const any_tensor& idx, const dims& shape) {
   check_indices("gather", idx, table.shape().e[0]);
-  any_tensor out(n.dt, r.shape);
+  any_tensor out(n.dt, shape);
   const dims row = row_shape(table.shape());
   visit(n.dt, [&]<dtype D>() {
     index_t k = 0;
@@ -541,8 +511,6 @@ KILN_LAZY any_tensor run_gather(const node& n, const any_tensor& table, const an
 }
 
 KILN_LAZY any_tensor run_scatter_add(const node& n, const any_tensor& idx, const any_tensor& src, const dims& like) {
-  if (!scatter_add_shape(idx.shape(), src.shape(), like).ok)
-    throw shape_error("scatter_add", src.shape(), like, "do not match as a source [...indices, ...row] and a target");
   check_indices("scatter_add", idx, like.e[0]);
   any_tensor out(n.dt, like);
   const dims row = row_shape(like);
@@ -592,12 +560,10 @@ void for_each_window_element(const dims& x, const dims& xs, index_t base, const 
       }
 }
 
-KILN_LAZY any_tensor run_unfold(const node& n, const any_tensor& x) {
+KILN_LAZY any_tensor run_unfold(const node& n, const any_tensor& x, const dims& shape) {
   const window2d w = window_of(n);
-  const shape_result r = unfold_shape(x.shape(), w);
-  if (!r.ok) throw shape_error("unfold", x.shape(), "does not fit the window (needs [n, c, h, w] large enough)");
-  any_tensor out(n.dt, r.shape);
-  const index_t rows = r.shape.e[1], cols = r.shape.e[2];
+  any_tensor out(n.dt, shape);
+  const index_t rows = shape.e[1], cols = shape.e[2];
   visit(n.dt, [&]<dtype D>() {
     const auto pad = static_cast<compute_t<D>>(n.value);
     for (index_t b = 0; b < x.shape().e[0]; ++b)
@@ -608,11 +574,10 @@ KILN_LAZY any_tensor run_unfold(const node& n, const any_tensor& x) {
   return out;
 }
 
-KILN_LAZY any_tensor run_fold(const node& n, const any_tensor& cols) {
+KILN_LAZY any_tensor run_fold(const node& n, const any_tensor& cols, const dims& shape) {
   const window2d w = window_of(n);
-  const shape_result r = fold_shape(cols.shape(), w, fold_height(n), fold_width(n));
-  if (!r.ok) throw shape_error("fold", cols.shape(), n.shape, "do not match as columns and an output (columns, target)");
-  any_tensor out(n.dt, r.shape);
+  const shape_result r{shape, true};
+  any_tensor out(n.dt, shape);
   const index_t rows = cols.shape().e[1], ncol = cols.shape().e[2];
   visit(n.dt, [&]<dtype D>() {
     if constexpr (is_floating(D)) {
@@ -654,8 +619,6 @@ struct attention_reference {
   attention_reference(const node& n, const any_tensor& qt, const dims& ks, const dims& vs, const any_tensor& mask)
       : g(qt.shape(), ks, vs), causal(attention_causal(n)), bool_mask(mask.dt() == dtype::boolean),
         scale(attention_scale(n)) {
-    if (!attention_shape(qt.shape(), ks, vs, mask.shape()).ok)
-      throw shape_error(name(n.o), qt.shape(), ks, "do not match as attention's q [..., h, tq, d] and k [..., hk, tk, d]");
     q = dense_f64(qt, qt.shape());
     m = dense_f64(mask, attention_geometry::scores(qt.shape(), ks));
   }
@@ -676,14 +639,12 @@ struct attention_reference {
 };
 
 KILN_LAZY any_tensor run_attention(const node& n, const any_tensor& q, const any_tensor& k, const any_tensor& v,
-                                   const any_tensor& mask) {
+                                   const any_tensor& mask, const dims& shape) {
   attention_reference a(n, q, k.shape(), v.shape(), mask);
   const attention_geometry& g = a.g;
   a.k = dense_f64(k, k.shape());
   a.v = dense_f64(v, v.shape());
-  dims os = q.shape();
-  os.e[os.rank - 1] = g.dv + 1;
-  any_tensor out(n.dt, os);
+  any_tensor out(n.dt, shape);
   std::vector<double> s(static_cast<std::size_t>(g.tk));
   visit(n.dt, [&]<dtype D>() {
     if constexpr (is_floating(D)) {
@@ -710,9 +671,7 @@ KILN_LAZY any_tensor run_attention(const node& n, const any_tensor& q, const any
 /// Rows of dq, then of dk ++ dv (ops.hpp), by the chain rule through the softmax in double:
 /// dS = P (dP - D), dP = dO v^T, D = rowsum(dO o) - g_lse.
 KILN_LAZY any_tensor run_attention_grad(const node& n, const any_tensor& q, const any_tensor& k, const any_tensor& v,
-                                        const any_tensor& mask, const any_tensor& y, const any_tensor& go) {
-  const shape_result rs = attention_grad_shape(q.shape(), k.shape(), v.shape(), mask.shape(), y.shape(), go.shape());
-  if (!rs.ok) throw shape_error("attention_grad", q.shape(), k.shape(), "do not match as q and k, or y and its cotangent");
+                                        const any_tensor& mask, const any_tensor& y, const any_tensor& go, const dims& shape) {
   attention_reference a(n, q, k.shape(), v.shape(), mask);
   const attention_geometry& g = a.g;
   const index_t d = g.d, w = d + g.dv, yw = g.dv + 1, gw = go.shape().e[go.rank() - 1];
@@ -751,7 +710,7 @@ KILN_LAZY any_tensor run_attention_grad(const node& n, const any_tensor& q, cons
           for (index_t c = 0; c < g.dv; ++c) dkv[d + c] += p * doi[c];
         }
       }
-  any_tensor out(n.dt, rs.shape);
+  any_tensor out(n.dt, shape);
   visit(n.dt, [&]<dtype D>() {
     if constexpr (is_floating(D))
       for (std::size_t i = 0; i < res.size(); ++i) store<D>(out.bytes(), static_cast<index_t>(i), static_cast<compute_t<D>>(res[i]));
@@ -762,7 +721,6 @@ KILN_LAZY any_tensor run_attention_grad(const node& n, const any_tensor& q, cons
 /// cumsum and cumprod (n.o) along n.axis.
 KILN_LAZY any_tensor run_scan(const node& n, const any_tensor& x) {
   const bool product = n.o == op::cumprod;
-  if (n.axis < 0 || n.axis >= x.rank()) throw shape_error(name(n.o), x.shape(), "has no axis " + std::to_string(n.axis));
   any_tensor out(n.dt, x.shape());
   const index_t len = x.shape().e[n.axis];
   const index_t stride = out.numel() == 0 ? 0 : contiguous_strides(x.shape()).e[n.axis];
@@ -792,7 +750,6 @@ KILN_LAZY any_tensor run_scan(const node& n, const any_tensor& x) {
 }
 
 KILN_LAZY any_tensor run_argsort(const node& n, const any_tensor& x) {
-  if (n.axis < 0 || n.axis >= x.rank()) throw shape_error("argsort", x.shape(), "has no axis " + std::to_string(n.axis));
   any_tensor out(dtype::i64, x.shape());
   const index_t len = x.shape().e[n.axis];
   const index_t stride = out.numel() == 0 ? 0 : contiguous_strides(x.shape()).e[n.axis];
@@ -820,7 +777,6 @@ KILN_LAZY any_tensor run_argsort(const node& n, const any_tensor& x) {
 }
 
 KILN_LAZY any_tensor run_rand(const node& n, const dims& like, const any_tensor& seed) {
-  if (seed.rank() != 0 || seed.dt() != dtype::i64) throw shape_error("rand", seed.shape(), "is not a rank-0 i64 seed");
   any_tensor out(dtype::f32, like);
   const philox r(static_cast<std::uint64_t>(load<dtype::i64>(seed.bytes(), 0)), n.axes);
   float* p = out.data<float>();
@@ -830,14 +786,11 @@ KILN_LAZY any_tensor run_rand(const node& n, const dims& like, const any_tensor&
 
 /// conv2d, max_pool2d and avg_pool2d computed directly (window by window, in double): the
 /// references their decompositions are tested against.
-KILN_LAZY any_tensor run_windowed(const node& n, const any_tensor* in) {
+KILN_LAZY any_tensor run_windowed(const node& n, const any_tensor* in, const dims& o) {
   const window2d w = window_of(n);
   const any_tensor& x = in[0];
   const bool conv = n.o == op::conv2d;
-  const shape_result r = conv ? conv2d_shape(x.shape(), in[1].shape(), in[2].shape(), w) : pool2d_shape(x.shape(), w);
-  if (!r.ok) throw shape_error(name(n.o), x.shape(), conv ? in[1].shape() : n.shape, "do not match (input, weight or output)");
-  any_tensor out(n.dt, r.shape);
-  const dims& o = r.shape;
+  any_tensor out(n.dt, o);
   visit(n.dt, [&]<dtype D>() {
     if constexpr (is_floating(D)) {
       const index_t cin = x.shape().e[1], h = x.shape().e[2], wd = x.shape().e[3];
@@ -900,13 +853,16 @@ KILN_LAZY any_tensor run_decomposed(const node& n, const any_tensor* in) {
 }
 
 KILN_LAZY_DEF any_tensor run_node(const node& n, const any_tensor* in) {
+  // the catalogue's rule (graph.hpp's infer) checks the operands' shapes and gives the result's:
+  // this backend has no shape rule of its own
+  const dims out = resolve_shape(n, [&](int j) { return operand{op::input, in[j].dt(), in[j].shape()}; });
   if (!is_primitive(n.o) && !has_direct_rule(n.o)) return run_decomposed(n, in);
   switch (kind_of(n.o)) {
     case op_kind::unary: return run_unary(n, in[0]);
-    case op_kind::binary: return run_binary(n, in[0], in[1]);
-    case op_kind::ternary: return run_where(n, in[0], in[1], in[2]);
-    case op_kind::reduce: return run_reduce(n, in[0]);
-    case op_kind::matmul: return run_matmul(n, in[0], in[1]);
+    case op_kind::binary: return run_binary(n, in[0], in[1], out);
+    case op_kind::ternary: return run_where(n, in[0], in[1], in[2], out);
+    case op_kind::reduce: return run_reduce(n, in[0], out);
+    case op_kind::matmul: return run_matmul(n, in[0], in[1], out);
     case op_kind::cast: {
       any_tensor out(n.dt, in[0].shape());
       out.copy_from(in[0]);
@@ -914,37 +870,37 @@ KILN_LAZY_DEF any_tensor run_node(const node& n, const any_tensor* in) {
     }
     case op_kind::shape:
       switch (n.o) {
-        case op::reshape: return in[0].contiguous().reshape(n.shape);
+        case op::reshape: return in[0].contiguous().reshape(out);
         case op::permute: {
           int p[max_rank];
           for (int i = 0; i < n.shape.rank; ++i) p[i] = n.perm[i];  // axis_perm unpacks
           return in[0].permute(p, n.shape.rank);
         }
-        case op::broadcast: return run_broadcast(n, in[0]);
+        case op::broadcast: return run_broadcast(n, in[0], out);
         case op::slice: return in[0].slice(n.axis, n.begin, n.end, n.step);
-        case op::concat: return run_concat(n, in[0], in[1]);
+        case op::concat: return run_concat(n, in[0], in[1], out);
         case op::iota: {
-          any_tensor out(n.dt, dims{in[0].shape().e[n.axis]});
+          any_tensor r(n.dt, out);
           visit(n.dt, [&]<dtype D>() {
-            for (index_t i = 0; i < out.numel(); ++i) store<D>(out.bytes(), i, static_cast<compute_t<D>>(i));
+            for (index_t i = 0; i < r.numel(); ++i) store<D>(r.bytes(), i, static_cast<compute_t<D>>(i));
           });
-          return out;
+          return r;
         }
         case op::numel: {
           index_t count = 1;
           for (int i = 0; i < in[0].rank(); ++i)
             if (n.axes & (1u << i)) count *= in[0].shape().e[i];
-          any_tensor out(n.dt, dims{});
-          visit(n.dt, [&]<dtype D>() { store<D>(out.bytes(), 0, static_cast<compute_t<D>>(count)); });
-          return out;
+          any_tensor r(n.dt, dims{});
+          visit(n.dt, [&]<dtype D>() { store<D>(r.bytes(), 0, static_cast<compute_t<D>>(count)); });
+          return r;
         }
         default: break;
       }
       break;
     case op_kind::constant: {
-      any_tensor out(n.dt, dims{});
-      visit(n.dt, [&]<dtype D>() { store<D>(out.bytes(), 0, static_cast<compute_t<D>>(n.value)); });
-      return out;
+      any_tensor r(n.dt, dims{});
+      visit(n.dt, [&]<dtype D>() { store<D>(r.bytes(), 0, static_cast<compute_t<D>>(n.value)); });
+      return r;
     }
     case op_kind::composite:
       switch (n.o) {
@@ -952,42 +908,40 @@ KILN_LAZY_DEF any_tensor run_node(const node& n, const any_tensor* in) {
         case op::log_softmax: return run_softmax(n, in[0]);
         case op::layer_norm: return run_layer_norm(n, in[0], in[1], in[2], in[3]);
         case op::linear: {
-          if (!linear_shape(in[0].shape(), in[1].shape(), in[2].shape()).ok)
-            throw shape_error("linear", in[0].shape(), in[1].shape(), "do not match as x [..., in] and w [out, in]");
           node mm = n;
           mm.o = op::matmul;
           node add = n;
           add.o = op::add;
-          if (in[0].rank() == 1) {  // a vector input: treat as one row
-            const any_tensor row = in[0].reshape(dims{1, in[0].shape().e[0]});
-            const any_tensor y = run_binary(add, run_matmul(mm, row, in[1].transpose(0, 1)), in[2]);
-            return y.reshape(dims{y.shape().e[1]});
-          }
-          return run_binary(add, run_matmul(mm, in[0], in[1].transpose(0, 1)), in[2]);
+          // (a vector input: one row)
+          const any_tensor x = in[0].rank() == 1 ? in[0].reshape(dims{1, in[0].shape().e[0]}) : in[0];
+          const any_tensor product[2] = {x, in[1].transpose(0, 1)};
+          const any_tensor sum[2] = {run_node(mm, product), in[2]};
+          const any_tensor y = run_node(add, sum);
+          return in[0].rank() == 1 ? y.reshape(dims{y.shape().e[1]}) : y;
         }
         case op::mse_loss: return run_mse(n, in[0], in[1]);
         case op::cross_entropy: return run_cross_entropy(n, in[0], in[1]);
         case op::conv2d:
         case op::max_pool2d:
-        case op::avg_pool2d: return run_windowed(n, in);
+        case op::avg_pool2d: return run_windowed(n, in, out);
         default: break;
       }
       break;
     case op_kind::movement:
       switch (n.o) {
-        case op::gather: return run_gather(n, in[0], in[1]);
+        case op::gather: return run_gather(n, in[0], in[1], out);
         case op::scatter_add: return run_scatter_add(n, in[0], in[1], in[2].shape());
-        case op::unfold: return run_unfold(n, in[0]);
-        case op::fold: return run_fold(n, in[0]);
+        case op::unfold: return run_unfold(n, in[0], out);
+        case op::fold: return run_fold(n, in[0], out);
         case op::cumsum:
         case op::cumprod: return run_scan(n, in[0]);
         case op::argsort: return run_argsort(n, in[0]);
-        case op::attention: return run_attention(n, in[0], in[1], in[2], in[3]);
-        case op::attention_grad: return run_attention_grad(n, in[0], in[1], in[2], in[3], in[4], in[5]);
+        case op::attention: return run_attention(n, in[0], in[1], in[2], in[3], out);
+        case op::attention_grad: return run_attention_grad(n, in[0], in[1], in[2], in[3], in[4], in[5], out);
         default: break;
       }
       break;
-    case op_kind::random: return run_rand(n, in[0].shape(), in[1]);
+    case op_kind::random: return run_rand(n, out, in[1]);
     case op_kind::leaf:
     case op_kind::autodiff:  // expanded by passes::differentiate before a backend runs
     case op_kind::tuple: break;

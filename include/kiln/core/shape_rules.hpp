@@ -100,6 +100,22 @@ constexpr shape_result permute_shape(const dims& in, const std::int8_t* p, int n
   return {r, true};
 }
 
+/// broadcast_to's result: `to`, each dyn extent of it the source's (right-aligned; dyn where
+/// that is); fails where `from` does not broadcast to it, or a dyn extent has no source extent.
+constexpr shape_result broadcast_to_shape(const dims& from, const dims& to) {
+  if (from.poisoned() || to.poisoned()) return poisoned_result();
+  if (from.rank > to.rank) return {dims::poison(), false};
+  dims r = to;
+  for (int a = 0; a < to.rank; ++a) {
+    const int j = from.rank - to.rank + a;
+    if (to.e[a] != dyn) continue;
+    if (j < 0) return {dims::poison(), false};
+    r.e[a] = from.e[j];
+  }
+  if (!broadcastable_to(from, r)) return {dims::poison(), false};
+  return {r, true};
+}
+
 struct slice_bounds {
   index_t begin = 0, end = 0;
   bool ok = true;

@@ -253,7 +253,7 @@ struct permute<perm<P...>, A> : node_base<A> {
 template <class S, class A>
 struct broadcast : node_base<A> {
   static constexpr dtype dt = A::dt;
-  static constexpr dims shape = broadcastable_to(A::shape, S::value) ? S::value : dims::poison();
+  static constexpr dims shape = detail::ok_or_poison(broadcast_to_shape(A::shape, S::value));
   static constexpr node make() { return detail::make_node(op::broadcast, dt, shape); }
 };
 
@@ -807,7 +807,7 @@ constexpr auto transpose(const X& x) {
 template <index_t... To, tensor_operand X>
 constexpr auto broadcast_to(const X& x) {
   using E = decltype(as_expr(x));
-  constexpr bool ok = broadcastable_to(E::shape, shape<To...>::value);
+  constexpr bool ok = broadcast_to_shape(E::shape, shape<To...>::value).ok;
   (void)error::cannot_broadcast_to<as_shape<E::shape>, shape<To...>, ok>::value;
   if constexpr (!ok) return ex::invalid<E::dt>{};
   else return ex::build<ex::broadcast<shape<To...>, E>>(as_expr(x));

@@ -255,150 +255,174 @@ constexpr auto freeze_within(Make) {
 struct inferred {
   dtype dt = dtype::f32;
   dims shape{};
+  /// Why there is none, as the end of a sentence that names the op and the shapes cited:
+  /// "kiln: matmul: shapes [2, 3] and [4, 5] do not match as [..., m, k] x [..., k, n]".
   const char* error = nullptr;
+  /// The shapes an error names: input j's (0 to max_inputs - 1), the node's own (cite_own), or
+  /// none (cite_none).
+  std::int8_t cite[2] = {0, -1};
 };
+inline constexpr std::int8_t cite_none = -1, cite_own = -2;
 
-/// The shape and dtype rule of every op, from its inputs (`in(j)`: input j's node) and its
-/// attributes: the one rule that the passes' builder emits by and check_graph checks against.
-/// (Leaves, constants and the cotangent marker are what they say they are.)
+/// The shape and dtype rule of every op, from its inputs (`in(j)`: input j's node, or anything
+/// with its dtype `dt` and shape `shape`) and its attributes: the one rule. The passes' builder
+/// emits by it, check_graph checks against it, and both backends resolve run-time shapes by it
+/// (resolve_shape below), on static, dyn or run-time extents alike. (Leaves, constants and the
+/// cotangent marker are what they say they are.)
 template <class In>
 constexpr inferred infer(const node& x, In in) {
-  const auto fail = [](const char* why) { return inferred{dtype::f32, dims{}, why}; };
-  const auto from = [&](dtype dt, const shape_result& r, const char* why) {
-    return r.ok ? inferred{dt, r.shape, nullptr} : fail(why);
+  const auto fail = [](const char* why, std::int8_t a = 0, std::int8_t b = cite_none) {
+    return inferred{dtype::f32, dims{}, why, {a, b}};
   };
+  const auto from = [&](dtype dt, const shape_result& r, const char* why, std::int8_t a = 0, std::int8_t b = cite_none) {
+    return r.ok ? inferred{dt, r.shape, nullptr} : fail(why, a, b);
+  };
+  const auto has_axis = [&](int j, int axis) { return axis >= 0 && axis < in(j).shape.rank; };
   switch (kind_of(x.o)) {
     case op_kind::leaf:
     case op_kind::constant: return {x.dt, x.shape, nullptr};
     case op_kind::unary: return {in(0).dt, in(0).shape, nullptr};
     case op_kind::binary: {
-      if (in(0).dt != in(1).dt) return fail("binary node inputs differ in dtype");
+      if (in(0).dt != in(1).dt) return fail("differ in dtype (inputs of a binary node)", 0, 1);
       const broadcast_result b = broadcast(in(0).shape, in(1).shape);
-      return from(is_comparison(x.o) ? dtype::boolean : in(0).dt, {b.shape, b.ok}, "binary node inputs do not broadcast");
+      return from(is_comparison(x.o) ? dtype::boolean : in(0).dt, {b.shape, b.ok}, "cannot be broadcast together", 0, 1);
     }
     case op_kind::ternary: {
-      if (in(0).dt != dtype::boolean) return fail("where condition is not bool");
-      if (in(1).dt != in(2).dt) return fail("where branches differ in dtype");
+      if (in(0).dt != dtype::boolean) return fail("is not the shape of a bool condition (where's first input)");
+      if (in(1).dt != in(2).dt) return fail("differ in dtype (where's branches)", 1, 2);
       const broadcast_result b = broadcast(in(0).shape, in(1).shape);
-      const broadcast_result c = b.ok ? broadcast(b.shape, in(2).shape) : b;
-      return from(in(1).dt, {c.shape, c.ok}, "where inputs do not broadcast");
+      if (!b.ok) return fail("cannot be broadcast together", 0, 1);
+      const broadcast_result c = broadcast(b.shape, in(2).shape);
+      return from(in(1).dt, {c.shape, c.ok}, "cannot be broadcast together", 1, 2);
     }
-    case op_kind::reduce:
-      if (in(0).shape.rank < 32 && (x.axes >> in(0).shape.rank)) return fail("reduction axis out of range");
-      return from(in(0).dt, reduce_shape(in(0).shape, x.axes, x.keepdim), "reduction axis out of range");
+    case op_kind::reduce: {
+      const dims& s = in(0).shape;
+      if (s.rank < 32 && (x.axes >> s.rank)) return fail("has no such axis to reduce");
+      const shape_result r = reduce_shape(s, x.axes, x.keepdim);
+      if (!r.ok) return fail("has no such axis to reduce");
+      // max and min of no elements have no value (value 1: the identity, +-inf, is asked for)
+      if ((x.o == op::amax || x.o == op::amin) && x.value == 0 && r.shape.is_static() && r.shape.numel() > 0)
+        for (int a = 0; a < s.rank; ++a)
+          if ((x.axes >> a & 1u) && s.e[a] == 0) return fail("cannot be reduced over an axis of extent 0");
+      return {in(0).dt, r.shape, nullptr};
+    }
     case op_kind::matmul:
-      if (in(0).dt != in(1).dt) return fail("matmul dtypes differ");
-      return from(in(0).dt, matmul_shape(in(0).shape, in(1).shape), "matmul shapes do not match");
+      if (in(0).dt != in(1).dt) return fail("differ in dtype (matmul's operands)", 0, 1);
+      return from(in(0).dt, matmul_shape(in(0).shape, in(1).shape), "do not match as [..., m, k] x [..., k, n]", 0, 1);
     case op_kind::shape:
       switch (x.o) {
         case op::reshape:  // the target is the node's own shape (one dyn resolved by the element count)
-          return from(in(0).dt, reshape_shape(in(0).shape, x.shape), "reshape changes the element count");
+          return from(in(0).dt, reshape_shape(in(0).shape, x.shape), "do not have the same number of elements (input, target)",
+                      0, cite_own);
         case op::permute: {
           std::int8_t p[max_rank]{};
           for (int i = 0; i < in(0).shape.rank && i < max_rank; ++i) p[i] = static_cast<std::int8_t>(x.perm[i]);
-          return from(in(0).dt, permute_shape(in(0).shape, p, in(0).shape.rank), "permute is not a permutation");
+          return from(in(0).dt, permute_shape(in(0).shape, p, in(0).shape.rank), "cannot be permuted so (not a permutation)");
         }
-        case op::broadcast:  // the target is the node's own shape
-          if (!broadcast(in(0).shape, x.shape).ok || in(0).shape.rank > x.shape.rank)
-            return fail("broadcast target does not fit its input");
-          return {in(0).dt, x.shape, nullptr};
+        case op::broadcast:  // the target is the node's own shape; its dyn extents are the input's
+          return from(in(0).dt, broadcast_to_shape(in(0).shape, x.shape),
+                      "cannot be broadcast (source to target; a dyn target extent needs a source extent)", 0, cite_own);
         case op::slice:
-          return from(in(0).dt, slice_shape(in(0).shape, x.axis, x.begin, x.end, x.step), "slice out of range");
+          return from(in(0).dt, slice_shape(in(0).shape, x.axis, x.begin, x.end, x.step),
+                      "cannot be sliced so (the axis, or the bounds on it, out of range)");
         case op::concat:
-          if (in(0).dt != in(1).dt) return fail("concat dtypes differ");
-          return from(in(0).dt, concat_shape(in(0).shape, in(1).shape, x.axis), "concat shapes do not match");
+          if (in(0).dt != in(1).dt) return fail("differ in dtype (concat's operands)", 0, 1);
+          return from(in(0).dt, concat_shape(in(0).shape, in(1).shape, x.axis),
+                      "differ outside the concatenation axis (or have no such axis)", 0, 1);
         case op::iota:
-          if (x.axis < 0 || x.axis >= in(0).shape.rank) return fail("iota axis out of range");
+          if (!has_axis(0, x.axis)) return fail("has no such axis (iota's)");
           return {x.dt, dims{in(0).shape.e[x.axis]}, nullptr};
         case op::numel: return {x.dt, dims{}, nullptr};
-        default: return fail("an unknown shape op");
+        default: return fail("belong to a shape op without a shape rule (graph.hpp's infer)");
       }
     case op_kind::cast: return {x.dt, in(0).shape, nullptr};
     case op_kind::movement:
       switch (x.o) {
         case op::gather:
-          if (!is_integral(in(1).dt)) return fail("gather needs integer indices");
-          return from(in(0).dt, gather_shape(in(0).shape, in(1).shape), "gather shapes do not match");
+          if (!is_integral(in(1).dt)) return fail("are not integer indices (gather's second input)", 1);
+          return from(in(0).dt, gather_shape(in(0).shape, in(1).shape), "do not match as a table [rows, ...] and indices", 0, 1);
         case op::scatter_add:
           if (!is_integral(in(0).dt) || in(1).dt != in(2).dt)
-            return fail("scatter_add needs integer indices and a source and target of one dtype");
+            return fail("are not integer indices, or a source and target of one dtype (scatter_add's)", 0, 1);
           return from(in(1).dt, scatter_add_shape(in(0).shape, in(1).shape, in(2).shape),
-                      "scatter_add shapes do not match");
-        case op::unfold: return from(in(0).dt, unfold_shape(in(0).shape, window_of(x)), "unfold window does not fit");
+                      "do not match as a source [...indices, ...row] and a target", 1, 2);
+        case op::unfold: return from(in(0).dt, unfold_shape(in(0).shape, window_of(x)), "does not fit the window (needs [n, c, h, w])");
         case op::cumsum:
         case op::cumprod:
-          if (x.axis < 0 || x.axis >= in(0).shape.rank) return fail("scan axis out of range");
-          if (in(0).dt == dtype::boolean || in(0).dt == dtype::i32) return fail("scan of bool or i32 (capture casts to i64)");
+          if (!has_axis(0, x.axis)) return fail("has no such axis (the scan's)");
+          if (in(0).dt == dtype::boolean || in(0).dt == dtype::i32) return fail("is of bool or i32 (capture casts a scan's input to i64)");
           return {in(0).dt, in(0).shape, nullptr};
         case op::argsort:
-          if (x.axis < 0 || x.axis >= in(0).shape.rank) return fail("argsort axis out of range");
+          if (!has_axis(0, x.axis)) return fail("has no such axis (argsort's)");
           return {dtype::i64, in(0).shape, nullptr};
         case op::fold:
           return from(in(0).dt, fold_shape(in(0).shape, window_of(x), fold_height(x), fold_width(x)),
-                      "fold window does not fit");
+                      "do not match as columns and an output (columns, target)", 0, cite_own);
         case op::attention:
         case op::attention_grad: {
           const dtype t = in(0).dt;
           if ((t != dtype::f32 && t != dtype::f64) || in(1).dt != t || in(2).dt != t)
-            return fail("attention needs q, k and v of one dtype, f32 or f64");
-          if (in(3).dt != dtype::boolean && in(3).dt != t) return fail("attention's mask is bool or of q's dtype");
+            return fail("are not of one dtype, f32 or f64 (attention's q and k; v too)", 0, 1);
+          if (in(3).dt != dtype::boolean && in(3).dt != t) return fail("is neither bool nor of q's dtype (attention's mask)", 3);
           if (x.o == op::attention)
             return from(t, attention_shape(in(0).shape, in(1).shape, in(2).shape, in(3).shape),
-                        "attention shapes do not match (static heads, lengths and head sizes)");
-          if (in(4).dt != t || in(5).dt != t) return fail("attention_grad's value and cotangent are not of q's dtype");
+                        "do not match as attention's q [..., h, tq, d] and k [..., hk, tk, d] (static heads, lengths, head sizes)", 0, 1);
+          if (in(4).dt != t || in(5).dt != t) return fail("are not of q's dtype (attention_grad's value and cotangent)", 4, 5);
           return from(t, attention_grad_shape(in(0).shape, in(1).shape, in(2).shape, in(3).shape, in(4).shape, in(5).shape),
-                      "attention_grad shapes do not match");
+                      "do not match as q and k, or their value and its cotangent (attention_grad)", 0, 1);
         }
-        default: return fail("an unknown movement op");
+        default: return fail("belong to a movement op without a shape rule (graph.hpp's infer)");
       }
     case op_kind::random:
-      if (in(1).dt != dtype::i64 || in(1).shape.rank != 0) return fail("rand needs a rank-0 i64 seed");
+      if (in(1).dt != dtype::i64 || in(1).shape.rank != 0) return fail("is not a rank-0 i64 seed", 1);
       return {dtype::f32, in(0).shape, nullptr};
     case op_kind::composite:
       switch (x.o) {
         case op::softmax:
         case op::log_softmax:
-          if (x.axis < 0 || x.axis >= in(0).shape.rank) return fail("softmax axis out of range");
+          if (!has_axis(0, x.axis)) return fail("has no such axis (softmax's)");
           return {in(0).dt, in(0).shape, nullptr};
         case op::layer_norm:
-          return from(in(0).dt, layer_norm_shape(in(0).shape, in(1).shape, in(2).shape), "layer_norm shapes do not match");
+          return from(in(0).dt, layer_norm_shape(in(0).shape, in(1).shape, in(2).shape),
+                      "do not match (gamma must cover x's trailing axes)", 0, 1);
         case op::linear:
-          return from(in(0).dt, linear_shape(in(0).shape, in(1).shape, in(2).shape), "linear shapes do not match");
+          return from(in(0).dt, linear_shape(in(0).shape, in(1).shape, in(2).shape), "do not match as x [..., in] and w [out, in]", 0, 1);
         case op::mse_loss:
-          return from(in(0).dt, {dims{}, broadcast(in(0).shape, in(1).shape).ok}, "mse_loss inputs do not broadcast");
+          return from(in(0).dt, {dims{}, broadcast(in(0).shape, in(1).shape).ok}, "cannot be broadcast together", 0, 1);
         case op::cross_entropy:
-          return from(in(0).dt, cross_entropy_shape(in(0).shape, in(1).shape), "cross_entropy shapes do not match");
+          return from(in(0).dt, cross_entropy_shape(in(0).shape, in(1).shape), "do not match as logits [n, classes] and labels [n]",
+                      0, 1);
         case op::conv2d:
           return from(in(0).dt, conv2d_shape(in(0).shape, in(1).shape, in(2).shape, window_of(x)),
-                      "conv2d shapes do not match");
+                      "do not match as conv2d's input and weight", 0, 1);
         case op::max_pool2d:
-        case op::avg_pool2d: return from(in(0).dt, pool2d_shape(in(0).shape, window_of(x)), "pool window does not fit");
+        case op::avg_pool2d: return from(in(0).dt, pool2d_shape(in(0).shape, window_of(x)), "does not fit the pooling window");
         case op::sdpa:
         case op::sdpa_causal:
           if (in(0).dt != in(1).dt || in(1).dt != in(2).dt || !is_floating(in(0).dt))
-            return fail("attention needs q, k and v of one floating-point dtype");
-          if (in(3).dt != dtype::boolean && in(3).dt != in(0).dt) return fail("attention mask is neither bool nor q's dtype");
+            return fail("are not of one floating-point dtype (attention's q and k; v too)", 0, 1);
+          if (in(3).dt != dtype::boolean && in(3).dt != in(0).dt) return fail("is neither bool nor of q's dtype (attention's mask)", 3);
           return from(in(0).dt, sdpa_shape(in(0).shape, in(1).shape, in(2).shape, in(3).shape),
-                      "attention shapes do not match");
-        default: return fail("an unknown composite op");
+                      "do not match as attention's q [..., h, tq, d] and k [..., hk, tk, d]", 0, 1);
+        default: return fail("belong to a composite op without a shape rule (graph.hpp's infer)");
       }
     case op_kind::autodiff:
       switch (x.o) {
         case op::detach: return {in(0).dt, in(0).shape, nullptr};
         case op::grad:
-          if (in(0).shape.rank != 0) return fail("grad needs a rank-0 loss");
+          if (in(0).shape.rank != 0) return fail("is not the shape of a rank-0 loss (grad's)");
           return {in(1).dt, in(1).shape, nullptr};
         case op::jvp:
-          if (!(in(2).shape == in(1).shape)) return fail("jvp needs a tangent of its input's shape");
+          if (!(in(2).shape == in(1).shape)) return fail("differ (jvp's input and tangent)", 1, 2);
           return {in(0).dt, in(0).shape, nullptr};
         case op::custom:
-          if (in(3).o != op::cotangent) return fail("custom needs a cotangent marker as its fourth input");
+          if (in(3).o != op::cotangent) return fail("belong to a custom node without a cotangent marker", 3);
           return {in(0).dt, in(0).shape, nullptr};
         default: return {x.dt, x.shape, nullptr};  // the cotangent marker
       }
-    case op_kind::tuple: return fail("a tuple node inside a graph");
+    case op_kind::tuple: return fail("belong to a tuple node inside a graph", cite_none);
   }
-  return fail("an unknown op");
+  return fail("belong to an op without a shape rule (graph.hpp's infer)", cite_none);
 }
 
 /// Checks a graph's invariants; returns nullptr when valid, else what is wrong. Runs after

@@ -60,7 +60,7 @@ template <std::uint64_t H>
 struct key {
   friend constexpr const record& rec(key);
 };
-/// The same for the plans a backend runs under their expression's hash (cpu::detail::copy_of):
+/// The same for the plans a backend runs under their expression's hash (the CPU backend's copy_of):
 /// `sched(plan_key<H>{})` is the schedule that the backend's registration defines.
 template <std::uint64_t H>
 struct plan_key {

@@ -20,6 +20,7 @@
 #include "../../core/shape_rules.hpp"
 #include "../../core/tensor.hpp"
 #include "../../graph/graph.hpp"
+#include "../../graph/resolve.hpp"
 #include "parallel.hpp"
 
 namespace kiln::cpu::detail {
@@ -361,130 +362,22 @@ KILN_RUNTIME void state::resolve_shapes() {
                                 std::to_string(leaves.size()) + " values");
   for (std::size_t u = 0; u < s.size; ++u) {
     const node& n = s.nodes[u];
-    auto in = [&](int j) -> const dims& { return shape[static_cast<std::size_t>(n.in[static_cast<std::size_t>(j)])]; };
     dims& r = shape[u];
-    switch (kind_of(n.o)) {
-      case op_kind::leaf: {
-        const any_tensor& t = leaves[static_cast<std::size_t>(n.slot)];
-        const std::string what = placeholder_what(n.o, n.label());
-        if (!t.defined()) throw std::invalid_argument("kiln: cpu: no value for " + what);
-        if (t.dt() != n.dt) throw dtype_error(what, n.dt, t.dt());
-        if (!fits_declared(n.shape, t.shape())) throw shape_error(what, n.shape, t.shape(), "differ (declared, bound)");
-        r = t.shape();
-        break;
-      }
-      case op_kind::constant: r = dims{}; break;
-      case op_kind::unary:
-      case op_kind::cast: r = in(0); break;
-      case op_kind::binary: r = broadcast_or_throw(n.o, in(0), in(1)); break;
-      case op_kind::ternary: r = broadcast_or_throw(op::where, broadcast_or_throw(op::where, in(0), in(1)), in(2)); break;
-      case op_kind::reduce: {
-        r = reduce_shape(in(0), n.axes, n.keepdim).shape;
-        index_t count = 1;
-        for (int a = 0; a < in(0).rank; ++a)
-          if (n.axes & (1u << a)) count *= in(0).e[a];
-        if ((n.o == op::amax || n.o == op::amin) && count == 0 && r.numel() > 0 && n.value == 0)
-          throw shape_error(name(n.o), in(0), "cannot be reduced over an axis of extent 0");
-        break;
-      }
-      case op_kind::matmul: {
-        const shape_result m = matmul_shape(in(0), in(1));
-        if (!m.ok) throw shape_error("matmul", in(0), in(1), "do not match as [..., m, k] x [..., k, n]");
-        r = m.shape;
-        break;
-      }
-      case op_kind::shape:
-        switch (n.o) {
-          case op::reshape: r = kiln::detail::reshape_shape(in(0), n.shape); break;
-          case op::permute:
-            r = in(0);
-            for (int a = 0; a < r.rank; ++a) r.e[a] = in(0).e[n.perm[a]];
-            break;
-          case op::broadcast: {
-            dims to = n.shape;
-            for (int a = 0; a < to.rank; ++a) {
-              const int j = in(0).rank - to.rank + a;
-              if (to.e[a] == dyn) {
-                if (j < 0) throw shape_error("broadcast", in(0), n.shape, "leave a dynamic target extent undetermined");
-                to.e[a] = in(0).e[j];
-              }
-            }
-            if (!broadcastable_to(in(0), to)) throw shape_error("broadcast", in(0), to, "cannot be broadcast (source to target)");
-            r = to;
-            break;
-          }
-          case op::slice: {
-            const slice_bounds b = resolve_slice(in(0).e[n.axis], n.begin, n.end, n.step);
-            if (!b.ok)
-              throw shape_error("slice", in(0),
-                                "cannot be sliced on axis " + std::to_string(n.axis) + " from " + std::to_string(n.begin) +
-                                    " to " + (n.end == to_end ? std::string("end") : std::to_string(n.end)) + " by " +
-                                    std::to_string(n.step));
-            r = in(0);
-            r.e[n.axis] = slice_extent(b.begin, b.end, n.step);
-            break;
-          }
-          case op::concat: {
-            const shape_result c = concat_shape(in(0), in(1), n.axis);
-            if (!c.ok) throw shape_error("concat", in(0), in(1), "differ outside axis " + std::to_string(n.axis));
-            r = c.shape;
-            break;
-          }
-          case op::iota: r = dims{in(0).e[n.axis]}; break;
-          case op::numel: r = dims{}; break;
-          default: break;
-        }
-        break;
-      case op_kind::movement: {
-        shape_result m{};
-        const char* what = "";
-        switch (n.o) {
-          case op::gather:
-            m = gather_shape(in(0), in(1));
-            what = "do not match as a table [rows, ...] and indices";
-            break;
-          case op::scatter_add:
-            m = scatter_add_shape(in(0), in(1), in(2));
-            what = "do not match as a source [...indices, ...row] and a target";
-            break;
-          case op::unfold:
-            m = unfold_shape(in(0), window_of(n));
-            what = "do not fit the window";
-            break;
-          case op::fold:
-            m = fold_shape(in(0), window_of(n), fold_height(n), fold_width(n));
-            what = "do not match as columns and an output";
-            break;
-          case op::cumsum:
-          case op::cumprod:
-          case op::argsort:
-            m = {in(0), n.axis >= 0 && n.axis < in(0).rank};
-            what = "has no such axis";
-            break;
-          case op::attention:
-            m = attention_shape(in(0), in(1), in(2), in(3));
-            what = "do not match as attention's q [..., h, tq, d] and k [..., hk, tk, d]";
-            break;
-          case op::attention_grad:
-            m = attention_grad_shape(in(0), in(1), in(2), in(3), in(4), in(5));
-            what = "do not match as attention's q [..., h, tq, d], k [..., hk, tk, d], its value and their cotangent";
-            break;
-          default: break;
-        }
-        if (!m.ok) throw shape_error(name(n.o), in(0), n.shape, what);
-        r = m.shape;
-        break;
-      }
-      case op_kind::random:
-        if (in(1).rank != 0) throw shape_error("rand", in(1), "is not a rank-0 seed");
-        r = in(0);
-        break;
-      default:
-        throw std::logic_error("kiln: cpu: op " + std::string(name(n.o)) + " reached the backend (not a primitive)");
+    if (kind_of(n.o) == op_kind::leaf) {
+      const any_tensor& t = leaves[static_cast<std::size_t>(n.slot)];
+      const std::string what = placeholder_what(n.o, n.label());
+      if (!t.defined()) throw std::invalid_argument("kiln: cpu: no value for " + what);
+      if (t.dt() != n.dt) throw dtype_error(what, n.dt, t.dt());
+      if (!fits_declared(n.shape, t.shape())) throw shape_error(what, n.shape, t.shape(), "differ (declared, bound)");
+      if (!countable(t.shape())) throw shape_error(what, t.shape(), "has more than 2^59 elements");
+      r = t.shape();
+      continue;
     }
-    // before anything sizes memory from it: a broadcast or a matmul of addressable operands can
-    // still count more elements than any byte count holds
-    if (!countable(r)) throw shape_error(name(n.o), r, "has more than 2^59 elements");
+    // every other node by the catalogue's rule: this backend has no shape rule of its own
+    r = resolve_shape(n, [&](int j) {
+      const auto x = static_cast<std::size_t>(n.in[static_cast<std::size_t>(j)]);
+      return operand{s.nodes[x].o, s.nodes[x].dt, shape[x]};
+    });
   }
 }
 #endif  // KILN_DEFINE_RUNTIME
