@@ -255,3 +255,49 @@ TEST_CASE("the pipeline runs the same stages at run time and at compile time") {
   const auto q = sum(sigmoid(matmul(X{}, W{})) * X{});
   same_at_run_time<decltype(grad(q, W{}))>();
 }
+
+TEST_CASE("symbolic extents: the shape rule carries each leaf's dynamic extents by name") {
+  using A = input<"a", f32, shape<dyn, 8>>;
+  using B = input<"b", f32, shape<dyn, 8>>;
+  // a + a keeps a's name; a + b cannot tell (either may be 1); a reshape keeps a name where the
+  // rest of the extents match; a matmul keeps the rows' name; a slice of a dyn axis loses it
+  const auto y = outputs(exp(A{}) + A{}, A{} + B{}, reshape<dyn, 4, 2>(A{}), matmul(A{}, transpose(B{})),
+                         slice<0, 1, to_end>(A{}));
+  using Y = decltype(y);
+  constexpr const auto& g = traced<Y>::value;
+  const graph rg = g.thaw();  // also as a run-time call
+  const cvec<dims> sym = passes::symbolic_shapes(rg);
+  const auto at = [&](int q) { return sym[static_cast<std::size_t>(g.outputs[static_cast<std::size_t>(q)])]; };
+  const index_t na = passes::extent_name(0, 0), nb = passes::extent_name(1, 0);
+  CHECK(na != nb);
+  CHECK(passes::is_named(na));
+  CHECK(at(0) == dims{na, 8});
+  CHECK(at(1) == dims{dyn, 8});
+  CHECK(at(2) == dims{na, 4, 2});
+  CHECK(at(3) == dims{na, nb});
+  CHECK(at(4) == dims{dyn, 8});
+  // the same at compile time
+  constexpr auto csym = [] {
+    const auto s = passes::symbolic_shapes(traced<Y>::value);
+    std::array<dims, 5> r{};
+    for (std::size_t q = 0; q < 5; ++q) r[q] = s[static_cast<std::size_t>(traced<Y>::value.outputs[q])];
+    return r;
+  }();
+  for (int q = 0; q < 5; ++q) CHECK(csym[static_cast<std::size_t>(q)] == at(q));
+}
+
+TEST_CASE("symbolic extents: a kernel of one name fits its loop nest, one of two names is checked at run time") {
+  using A = input<"a", f32, shape<dyn, 8>>;
+  using B = input<"b", f32, shape<dyn, 8>>;
+  using One = decltype(exp(A{}) * A{} + sin(A{}));
+  using Two = decltype(exp(A{}) * B{} + sin(A{}));
+  constexpr const auto& one = plan<One>::schedule;
+  constexpr const auto& two = plan<Two>::schedule;
+  static_assert(one.kernels.size() == 1 && two.kernels.size() == 1);
+  CHECK(passes::kernels_fit(one)[0]);
+  CHECK_FALSE(passes::kernels_fit(two)[0]);
+  // both give the eager backend's values, a 1 broadcast against the other extent included
+  const any_tensor a = kt::random_tensor(f32, dims{5, 8}), b = kt::random_tensor(f32, dims{1, 8});
+  CHECK(max_rel_diff(eval_any(Two{}, {{"a", a}, {"b", b}}), eval_any(Two{}, {{"a", a}, {"b", b}}, eager::backend)) < 1e-6);
+  CHECK(max_rel_diff(eval_any(One{}, {{"a", a}}), eval_any(One{}, {{"a", a}}, eager::backend)) < 1e-6);
+}

@@ -17,6 +17,11 @@ namespace kiln {
 
 /// An extent known only at run time.
 inline constexpr index_t dyn = -1;
+/// Whether an extent is dynamic: dyn, or, in the symbolic-extent pass (passes/extents.hpp), a
+/// named dynamic extent (any other negative value: two equal names are one run-time extent).
+/// The shape rules treat every dynamic extent alike, keep a name where the result is that
+/// extent, and give dyn where it is not known which.
+constexpr bool is_dyn(index_t e) { return e < 0; }
 
 struct dims {
   int rank = 0;  ///< -1 marks a shape poisoned by an earlier compile-time error (see check.hpp)
@@ -38,7 +43,7 @@ struct dims {
   constexpr bool poisoned() const { return rank < 0; }
   constexpr bool is_static() const {
     for (int i = 0; i < rank; ++i)
-      if (e[i] == dyn) return false;
+      if (is_dyn(e[i])) return false;
     return rank >= 0;
   }
   /// Product of the extents (of a static shape; a run-time shape is always static).
@@ -84,7 +89,7 @@ constexpr bool countable(const dims& d) {
 constexpr bool countable_static(dims d) {
   if (d.poisoned()) return true;
   for (int i = 0; i < d.rank; ++i)
-    if (d.e[i] == dyn) d.e[i] = 1;
+    if (is_dyn(d.e[i])) d.e[i] = 1;
   return countable(d);
 }
 
@@ -111,7 +116,7 @@ template <dims D>
 using as_shape = typename detail::as_shape_impl<D>::type;
 
 /// Whether two extents may be equal at run time.
-constexpr bool extents_compatible(index_t a, index_t b) { return a == dyn || b == dyn || a == b; }
+constexpr bool extents_compatible(index_t a, index_t b) { return is_dyn(a) || is_dyn(b) || a == b; }
 
 struct broadcast_result {
   dims shape;
@@ -133,8 +138,9 @@ constexpr broadcast_result broadcast(const dims& a, const dims& b) {
     if (x == y) z = x;
     else if (x == 1) z = y;
     else if (y == 1) z = x;
-    else if (x == dyn) z = y;  // the dynamic extent must turn out to be y or 1
-    else if (y == dyn) z = x;
+    else if (is_dyn(x) && is_dyn(y)) z = dyn;  // two different dynamic extents: either may be 1
+    else if (is_dyn(x)) z = y;  // the dynamic extent must turn out to be y or 1
+    else if (is_dyn(y)) z = x;
     else {
       r.ok = false;
       z = x;

@@ -19,7 +19,7 @@ inline constexpr index_t to_end = std::numeric_limits<index_t>::max();
 /// Whether tensor shape `got` fits the declared shape (dyn extents take any value).
 constexpr bool fits_declared(const dims& declared, const dims& got) {
   bool fits = got.rank == declared.rank;
-  for (int i = 0; fits && i < declared.rank; ++i) fits = declared.e[i] == dyn || declared.e[i] == got.e[i];
+  for (int i = 0; fits && i < declared.rank; ++i) fits = is_dyn(declared.e[i]) || declared.e[i] == got.e[i];
   return fits;
 }
 
@@ -67,14 +67,31 @@ constexpr shape_result reshape_shape(const dims& from, const dims& to) {
   int infer = -1;
   index_t known = 1;
   for (int i = 0; i < to.rank; ++i) {
-    if (to.e[i] == dyn) {
+    if (is_dyn(to.e[i])) {
       if (infer >= 0) return {dims::poison(), false};
       infer = i;
     } else {
       known *= to.e[i];
     }
   }
-  if (!from.is_static()) return {to, true};  // checked at run time
+  if (!from.is_static()) {  // checked at run time
+    // one dynamic extent in and one out, the rest equal in product: the same extent (a name
+    // passes through: [n, 4, 8] -> [n, 32])
+    dims r = to;
+    index_t known_in = 1;
+    int dyns = 0;
+    index_t name = dyn;
+    for (int i = 0; i < from.rank; ++i) {
+      if (is_dyn(from.e[i])) {
+        ++dyns;
+        name = from.e[i];
+      } else {
+        known_in *= from.e[i];
+      }
+    }
+    if (infer >= 0) r.e[infer] = dyns == 1 && known_in == known ? name : dyn;
+    return {r, true};
+  }
   dims r = to;
   const index_t n = from.numel();
   if (infer >= 0) {
@@ -108,7 +125,7 @@ constexpr shape_result broadcast_to_shape(const dims& from, const dims& to) {
   dims r = to;
   for (int a = 0; a < to.rank; ++a) {
     const int j = from.rank - to.rank + a;
-    if (to.e[a] != dyn) continue;
+    if (!is_dyn(to.e[a])) continue;
     if (j < 0) return {dims::poison(), false};
     r.e[a] = from.e[j];
   }
@@ -136,7 +153,7 @@ constexpr shape_result slice_shape(const dims& in, int axis, index_t begin, inde
   if (axis < 0 || axis >= in.rank || step <= 0) return {dims::poison(), false};
   dims r = in;
   const index_t n = in.e[axis];
-  if (n != dyn) {
+  if (!is_dyn(n)) {
     const slice_bounds s = resolve_slice(n, begin, end, step);
     if (!s.ok) return {dims::poison(), false};
     r.e[axis] = slice_extent(s.begin, s.end, step);
@@ -155,10 +172,10 @@ constexpr shape_result concat_shape(const dims& a, const dims& b, int axis) {
   dims r = a;
   for (int i = 0; i < a.rank; ++i) {
     if (i == axis) {
-      r.e[i] = a.e[i] == dyn || b.e[i] == dyn ? dyn : a.e[i] + b.e[i];
+      r.e[i] = is_dyn(a.e[i]) || is_dyn(b.e[i]) ? dyn : a.e[i] + b.e[i];
     } else {
       if (!extents_compatible(a.e[i], b.e[i])) return {dims::poison(), false};
-      r.e[i] = a.e[i] == dyn ? b.e[i] : a.e[i];
+      r.e[i] = is_dyn(a.e[i]) ? b.e[i] : a.e[i];
     }
   }
   return {r, true};
@@ -190,7 +207,7 @@ constexpr shape_result sdpa_shape(const dims& q, const dims& k, const dims& v, c
   if (r >= 3) {
     const index_t h = q.e[r - 3], hk = k.e[r - 3];
     if (!extents_compatible(hk, v.e[r - 3])) return bad;
-    if (!extents_compatible(h, hk) && (h == dyn || hk == dyn || hk <= 0 || h % hk != 0)) return bad;
+    if (!extents_compatible(h, hk) && (is_dyn(h) || is_dyn(hk) || hk <= 0 || h % hk != 0)) return bad;
   }
   dims scores = q;
   scores.e[r - 1] = k.e[r - 2];
@@ -211,10 +228,10 @@ constexpr bool attention_extents_static(const dims& q, const dims& k, const dims
   const int r = q.rank;
   int dq = 0, dk = 0, dv = 0;
   for (int i = 0; i < r; ++i) {
-    if ((q.e[i] == dyn || k.e[i] == dyn || v.e[i] == dyn) && i >= r - 3) return false;
-    dq += q.e[i] == dyn;
-    dk += k.e[i] == dyn;
-    dv += v.e[i] == dyn;
+    if ((is_dyn(q.e[i]) || is_dyn(k.e[i]) || is_dyn(v.e[i])) && i >= r - 3) return false;
+    dq += is_dyn(q.e[i]);
+    dk += is_dyn(k.e[i]);
+    dv += is_dyn(v.e[i]);
   }
   return r >= 2 && dq <= 1 && dk <= 1 && dv <= 1;
 }
@@ -282,7 +299,7 @@ constexpr shape_result linear_shape(const dims& x, const dims& w, const dims& b)
   if (w.rank != 2 || b.rank != 1 || x.rank < 1) return {dims::poison(), false};
   if (!extents_compatible(x.e[x.rank - 1], w.e[1]) || !extents_compatible(w.e[0], b.e[0])) return {dims::poison(), false};
   dims r = x;
-  r.e[r.rank - 1] = w.e[0] == dyn ? b.e[0] : w.e[0];
+  r.e[r.rank - 1] = is_dyn(w.e[0]) ? b.e[0] : w.e[0];
   return {r, true};
 }
 
@@ -322,7 +339,7 @@ constexpr index_t window_positions(index_t n, index_t k, index_t s, index_t p, i
 /// output position l, rows ordered (channel, ky, kx). Channels and spatial extents are static.
 constexpr shape_result unfold_shape(const dims& x, const window2d& w) {
   if (x.poisoned()) return poisoned_result();
-  if (x.rank != 4 || !w.valid() || x.e[1] == dyn || x.e[2] == dyn || x.e[3] == dyn) return {dims::poison(), false};
+  if (x.rank != 4 || !w.valid() || is_dyn(x.e[1]) || is_dyn(x.e[2]) || is_dyn(x.e[3])) return {dims::poison(), false};
   const index_t ho = window_positions(x.e[2], w.kh, w.sh, w.ph, w.dh), wo = window_positions(x.e[3], w.kw, w.sw, w.pw, w.dw);
   if (ho < 1 || wo < 1) return {dims::poison(), false};
   return {dims{x.e[0], x.e[1] * w.size(), ho * wo}, true};
@@ -332,7 +349,7 @@ constexpr shape_result unfold_shape(const dims& x, const window2d& w) {
 /// values added back into the window it came from (positions in the padding are dropped).
 constexpr shape_result fold_shape(const dims& cols, const window2d& w, index_t h, index_t wd) {
   if (cols.poisoned()) return poisoned_result();
-  if (cols.rank != 3 || !w.valid() || h < 1 || wd < 1 || cols.e[1] == dyn || cols.e[2] == dyn ||
+  if (cols.rank != 3 || !w.valid() || h < 1 || wd < 1 || is_dyn(cols.e[1]) || is_dyn(cols.e[2]) ||
       cols.e[1] % w.size() != 0)
     return {dims::poison(), false};
   const index_t ho = window_positions(h, w.kh, w.sh, w.ph, w.dh), wo = window_positions(wd, w.kw, w.sw, w.pw, w.dw);
@@ -344,7 +361,7 @@ constexpr shape_result fold_shape(const dims& cols, const window2d& w, index_t h
 /// and kw are the weight's. A bias of rank 0 means none.
 constexpr shape_result conv2d_shape(const dims& x, const dims& wt, const dims& b, const window2d& w) {
   if (x.poisoned() || wt.poisoned() || b.poisoned()) return poisoned_result();
-  if (wt.rank != 4 || wt.e[0] == dyn || wt.e[1] == dyn || wt.e[2] != w.kh || wt.e[3] != w.kw) return {dims::poison(), false};
+  if (wt.rank != 4 || is_dyn(wt.e[0]) || is_dyn(wt.e[1]) || wt.e[2] != w.kh || wt.e[3] != w.kw) return {dims::poison(), false};
   if (!(b.rank == 0 || (b.rank == 1 && extents_compatible(b.e[0], wt.e[0])))) return {dims::poison(), false};
   const shape_result u = unfold_shape(x, w);
   if (!u.ok || x.e[1] != wt.e[1]) return {dims::poison(), false};

@@ -22,6 +22,7 @@
 #include "../../core/cvec.hpp"
 #include "../../core/shape_rules.hpp"
 #include "../../graph/graph.hpp"
+#include "../../passes/extents.hpp"
 #include "../../passes/fuse.hpp"
 
 namespace kiln::cpu::detail {
@@ -583,159 +584,10 @@ constexpr Info analyse_kernel(const Sched& s, int k, const bool* stored, node_ra
 
 // ---- symbolic extents ------------------------------------------------------------------------
 
-/// Shapes of every node with each dynamic extent of a leaf as a symbol, so that extents known
-/// to be equal at run time can be told from extents that merely are both dynamic: e >= 0 a
-/// static extent, e == unknown an extent not known to equal anything, e <= -2 the symbol of
-/// one leaf axis (-2 - (slot * max_rank + axis)).
-inline constexpr index_t unknown = -1;
-
-constexpr index_t sym_broadcast(index_t a, index_t b) {
-  if (a == b) return a;
-  if (a == 1) return b;
-  if (b == 1) return a;
-  if (a >= 0) return a;  // a static extent other than 1 wins (the other must be it or 1)
-  if (b >= 0) return b;
-  return unknown;        // two different symbols (or unknowns): either may be 1
-}
-
-template <class Sched>
-constexpr cvec<dims> symbolic_shapes(const Sched& s) {
-  const std::size_t n = s.g.nodes.size();
-  cvec<dims> sym(n, dims{});
-  dims* sy = sym.data();
-  const node* nd = s.g.nodes.data();
-  for (std::size_t u = 0; u < n; ++u) {
-    const node& x = nd[u];
-    auto in = [&](int j) -> const dims& { return sy[x.in[j]]; };
-    dims r = x.shape;
-    auto bcast = [&](const dims& a, const dims& b) {
-      dims o;
-      o.rank = a.rank > b.rank ? a.rank : b.rank;
-      for (int i = 0; i < o.rank; ++i) {
-        const int ia = a.rank - o.rank + i, ib = b.rank - o.rank + i;
-        o.e[i] = sym_broadcast(ia >= 0 ? a.e[ia] : 1, ib >= 0 ? b.e[ib] : 1);
-      }
-      return o;
-    };
-    switch (kind_of(x.o)) {
-      case op_kind::leaf:
-        for (int i = 0; i < r.rank; ++i)
-          if (r.e[i] == dyn) r.e[i] = -2 - (static_cast<index_t>(x.slot) * max_rank + i);
-        break;
-      case op_kind::unary:
-      case op_kind::cast: r = sy[x.in[0]]; break;
-      case op_kind::binary: r = bcast(in(0), in(1)); break;
-      case op_kind::ternary: r = bcast(bcast(in(0), in(1)), in(2)); break;
-      case op_kind::reduce: r = reduce_shape(in(0), x.axes, x.keepdim).shape; break;
-      case op_kind::matmul: {
-        dims a = in(0), b = in(1);
-        const index_t m = a.e[a.rank - 2], k = b.e[b.rank - 1];
-        a.rank -= 2;
-        b.rank -= 2;
-        r = bcast(a, b);
-        r.e[r.rank++] = m;
-        r.e[r.rank++] = k;
-        break;
-      }
-      case op_kind::shape:
-        if (x.o == op::permute) {
-          for (int i = 0; i < r.rank; ++i) r.e[i] = in(0).e[x.perm[i]];
-        } else if (x.o == op::broadcast) {
-          for (int i = 0; i < r.rank; ++i) {
-            const int j = in(0).rank - r.rank + i;
-            if (r.e[i] == dyn) r.e[i] = j >= 0 ? in(0).e[j] : unknown;
-          }
-        } else if (x.o == op::reshape) {
-          // one inferred extent from one symbolic input extent with the same static rest
-          index_t known_in = 1, known_out = 1, symbol = 0;
-          int syms = 0, dyns = 0;
-          for (int i = 0; i < in(0).rank; ++i) {
-            if (in(0).e[i] >= 0) known_in *= in(0).e[i];
-            else {
-              ++syms;
-              symbol = in(0).e[i];
-            }
-          }
-          for (int i = 0; i < r.rank; ++i) {
-            if (r.e[i] >= 0) known_out *= r.e[i];
-            else ++dyns;
-          }
-          for (int i = 0; i < r.rank; ++i)
-            if (r.e[i] == dyn) r.e[i] = syms == 1 && dyns == 1 && known_in == known_out && symbol <= -2 ? symbol : unknown;
-        } else if (x.o == op::iota) {
-          r.e[0] = in(0).e[x.axis];
-        } else {
-          for (int i = 0; i < r.rank; ++i)
-            if (r.e[i] == dyn) r.e[i] = unknown;
-        }
-        break;
-      default: break;  // constants: rank 0
-    }
-    sy[u] = r;
-  }
-  return sym;
-}
-
-/// For each kernel of s, whether its nodes certainly have, at run time, the shapes its loop
-/// nest assumes: every node's symbolic shape is the space's (or for a row kernel, the reduced
-/// space's), with no unknown extent. Otherwise the kernel checks its shapes at run time and can
-/// fall back to running node by node. Two passes over the graph for all kernels (one constant
-/// evaluation: a pass per kernel would cost kernels x nodes steps).
-template <class Sched>
-constexpr auto kernels_fit(const Sched& s) {
-  constexpr std::size_t nk = std::tuple_size_v<std::remove_cvref_t<decltype(s.kernels)>>;
-  std::array<bool, nk> fit{};
-  const cvec<dims> sym_shapes = symbolic_shapes(s);
-  const dims* sym = sym_shapes.data();  // raw pointers (see sched_view)
-  const sched_view sv = view_of(s);
-  const passes::kernel* ks = s.kernels.data();
-  bool* ok = fit.data();
-  cvec<dims> space(nk, dims{});
-  cvec<char> have(nk, 0);
-  dims* sp = space.data();
-  char* hv = have.data();
-  for (std::size_t k = 0; k < nk; ++k) ok[k] = true;
-  auto certain = [](const dims& d) {
-    for (int i = 0; i < d.rank; ++i)
-      if (d.e[i] == unknown) return false;
-    return true;
-  };
-  const std::size_t n = s.g.nodes.size();
-  for (std::size_t i = 0; i < n; ++i) {
-    const int k = sv.ko[i];
-    if (k < 0 || !ok[k]) continue;
-    const node& x = sv.nd[i];
-    const dims& own = sym[i];
-    if (ks[k].kind == passes::kernel_kind::reduction) {
-      if (kind_of(x.o) == op_kind::reduce) {
-        const dims& src = sym[x.in[0]];
-        if (hv[k] && !(src == sp[k])) ok[k] = false;
-        sp[k] = src;
-        hv[k] = 1;
-      }
-    } else if (!hv[k]) {
-      sp[k] = own;
-      hv[k] = 1;
-    } else if (!(own == sp[k])) {
-      ok[k] = false;
-    }
-    if (!certain(own)) ok[k] = false;
-  }
-  // row kernels: each node in the full space or the reduced one
-  for (std::size_t k = 0; k < nk; ++k)
-    if (ks[k].kind == passes::kernel_kind::reduction && !certain(sp[k])) ok[k] = false;
-  for (std::size_t i = 0; i < n; ++i) {
-    const int k = sv.ko[i];
-    if (k < 0 || !ok[k] || ks[k].kind != passes::kernel_kind::reduction || kind_of(sv.nd[i].o) == op_kind::reduce) continue;
-    const passes::kernel& K = ks[k];
-    const int r = role_in(sv.nd[i].shape, K.space, K.axes);
-    const dims want = r == static_cast<int>(role::full) ? sp[k] : reduce_shape(sp[k], K.axes, r == static_cast<int>(role::keep)).shape;
-    if (!(sym[i] == want)) ok[k] = false;
-  }
-  return fit;
-}
+/// Which kernels of S surely fit their loop nest (passes/extents.hpp): those that do not check
+/// their shapes at run time.
 template <const auto& S>
-inline constexpr auto fits_of = kernels_fit(S);
+inline constexpr auto fits_of = passes::kernels_fit(S);
 
 /// The analysis of kernel K of the schedule S, as a constant.
 template <const auto& S, int K>
