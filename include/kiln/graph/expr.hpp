@@ -70,6 +70,50 @@ constexpr node make_node(op o, dtype dt, const dims& shape) {
   n.shape = shape;
   return n;
 }
+
+/// A capture node's dtype and shape.
+struct typed {
+  dtype dt = dtype::f32;
+  dims shape{};
+};
+/// The dtype and shape of node n (its op and attributes) on operands K..., by the catalogue's
+/// rule (graph.hpp's infer), as every pass and backend finds them; poisoned (with the dtype
+/// `poisoned`) where an operand is, or where the rule refuses them: the builder that made the
+/// node has reported that mistake (one error per mistake; a tangent of the wrong shape still
+/// makes its jvp node).
+/// An operand as by_rule hands it to infer.
+struct rule_operand {
+  op o;
+  dtype dt;
+  const dims& shape;
+};
+/// (One function for every node type: a template per operand list, with infer's lambda in it,
+/// cost the compiler memory per node type.)
+constexpr typed by_rule(const node& n, const dims* s, const dtype* d, int count, dtype poisoned) {
+  for (int j = 0; j < count; ++j)
+    if (s[j].poisoned()) return {poisoned, dims::poison()};
+  const inferred r = infer(n, [&](int j) { return rule_operand{op::input, d[j], s[j]}; });
+  if (r.error) return {poisoned, dims::poison()};
+  return {r.dt, r.shape};
+}
+template <class... K>
+constexpr typed by_rule(const node& n, dtype poisoned) {
+  const dims s[] = {K::shape..., dims{}};
+  const dtype d[] = {K::dt..., dtype::f32};
+  return by_rule(n, s, d, static_cast<int>(sizeof...(K)), poisoned);
+}
+/// Whether node type N's operands satisfy its op's rule (graph.hpp's infer), for a builder's
+/// check; true where an operand is poisoned (its mistake was reported where it was made).
+template <class N, class Kids = typename N::kids>
+inline constexpr bool rule_ok = false;
+template <class N, class... K>
+inline constexpr bool rule_ok<N, std::tuple<K...>> = (K::shape.poisoned() || ...) || !N::shape.poisoned();
+/// Node n with the dtype and shape t.
+constexpr node with_type(node n, const typed& t) {
+  n.dt = t.dt;
+  n.shape = t.shape;
+  return n;
+}
 }  // namespace detail
 
 /// A C++ scalar's value in an expression (which member holds it depends on the dtype).
@@ -188,131 +232,145 @@ struct scalar : leaf_base<0, 1> {
   static constexpr node make() { return detail::make_node(op::scalar, D, shape); }
 };
 
+// Each node type gives its op and attributes (proto); its dtype and shape follow from them by
+// the catalogue's rule (detail::by_rule), written nowhere else.
 template <op O, class A>
 struct unary : node_base<A> {
-  static constexpr dtype dt = A::dt;
-  static constexpr dims shape = A::shape;
-  static constexpr node make() { return detail::make_node(O, dt, shape); }
+  static constexpr node proto() { return detail::make_node(O, dtype::f32, dims{}); }
+  static constexpr detail::typed t = detail::by_rule<A>(proto(), A::dt);
+  static constexpr dtype dt = t.dt;
+  static constexpr dims shape = t.shape;
+  static constexpr node make() { return detail::with_type(proto(), t); }
 };
 
 template <op O, class A, class B>
 struct binary : node_base<A, B> {
-  static constexpr dtype dt = is_comparison(O) ? dtype::boolean : A::dt;
-  static constexpr dims shape = detail::broadcast_or_poison(A::shape, B::shape);
-  static constexpr node make() { return detail::make_node(O, dt, shape); }
+  static constexpr node proto() { return detail::make_node(O, dtype::f32, dims{}); }
+  static constexpr detail::typed t = detail::by_rule<A, B>(proto(), is_comparison(O) ? dtype::boolean : A::dt);
+  static constexpr dtype dt = t.dt;
+  static constexpr dims shape = t.shape;
+  static constexpr node make() { return detail::with_type(proto(), t); }
 };
 
 template <class C, class A, class B>
 struct select : node_base<C, A, B> {
-  static constexpr dtype dt = A::dt;
-  static constexpr dims shape = detail::broadcast_or_poison(C::shape, A::shape, B::shape);
-  static constexpr node make() { return detail::make_node(op::where, dt, shape); }
+  static constexpr node proto() { return detail::make_node(op::where, dtype::f32, dims{}); }
+  static constexpr detail::typed t = detail::by_rule<C, A, B>(proto(), A::dt);
+  static constexpr dtype dt = t.dt;
+  static constexpr dims shape = t.shape;
+  static constexpr node make() { return detail::with_type(proto(), t); }
 };
 
 template <op O, std::uint32_t Mask, bool Keep, class A>
 struct reduce : node_base<A> {
-  static constexpr dtype dt = A::dt;
-  static constexpr dims shape = detail::ok_or_poison(reduce_shape(A::shape, Mask, Keep));
-  static constexpr node make() {
-    node n = detail::make_node(O, dt, shape);
+  static constexpr node proto() {
+    node n = detail::make_node(O, dtype::f32, dims{});
     n.axes = Mask;
     n.keepdim = Keep;
     if (O == op::var) n.value = 1;  // unbiased, PyTorch's default correction
     return n;
   }
+  static constexpr detail::typed t = detail::by_rule<A>(proto(), A::dt);
+  static constexpr dtype dt = t.dt;
+  static constexpr dims shape = t.shape;
+  static constexpr node make() { return detail::with_type(proto(), t); }
 };
 
 template <class A, class B>
 struct matmul : node_base<A, B> {
-  static constexpr dtype dt = A::dt;
-  static constexpr dims shape = detail::ok_or_poison(matmul_shape(A::shape, B::shape));
-  static constexpr node make() { return detail::make_node(op::matmul, dt, shape); }
+  static constexpr node proto() { return detail::make_node(op::matmul, dtype::f32, dims{}); }
+  static constexpr detail::typed t = detail::by_rule<A, B>(proto(), A::dt);
+  static constexpr dtype dt = t.dt;
+  static constexpr dims shape = t.shape;
+  static constexpr node make() { return detail::with_type(proto(), t); }
 };
 
 template <class S, class A>
 struct reshape : node_base<A> {
-  static constexpr dtype dt = A::dt;
-  static constexpr dims shape = detail::ok_or_poison(reshape_shape(A::shape, S::value));
-  static constexpr node make() { return detail::make_node(op::reshape, dt, shape); }
+  static constexpr node proto() { return detail::make_node(op::reshape, dtype::f32, S::value); }  // the target
+  static constexpr detail::typed t = detail::by_rule<A>(proto(), A::dt);
+  static constexpr dtype dt = t.dt;
+  static constexpr dims shape = t.shape;
+  static constexpr node make() { return detail::with_type(proto(), t); }
 };
 
 template <class P, class A>
 struct permute;
 template <int... P, class A>
 struct permute<perm<P...>, A> : node_base<A> {
-  static constexpr std::int8_t p[max_rank]{static_cast<std::int8_t>(P)...};
-  static constexpr dtype dt = A::dt;
-  static constexpr dims shape = detail::ok_or_poison(permute_shape(A::shape, p, sizeof...(P)));
-  static constexpr node make() {
-    node n = detail::make_node(op::permute, dt, shape);
-    for (int i = 0; i < static_cast<int>(sizeof...(P)); ++i) n.perm.set(i, p[i]);
+  static_assert(sizeof...(P) <= max_rank);
+  static constexpr node proto() {
+    node n = detail::make_node(op::permute, dtype::f32, dims{});
+    int i = 0;
+    ((n.perm.set(i++, P)), ...);
     return n;
   }
+  static constexpr detail::typed t = detail::by_rule<A>(proto(), A::dt);
+  static constexpr dtype dt = t.dt;
+  static constexpr dims shape = t.shape;
+  static constexpr node make() { return detail::with_type(proto(), t); }
 };
 
 template <class S, class A>
 struct broadcast : node_base<A> {
-  static constexpr dtype dt = A::dt;
-  static constexpr dims shape = detail::ok_or_poison(broadcast_to_shape(A::shape, S::value));
-  static constexpr node make() { return detail::make_node(op::broadcast, dt, shape); }
+  static constexpr node proto() { return detail::make_node(op::broadcast, dtype::f32, S::value); }  // the target
+  static constexpr detail::typed t = detail::by_rule<A>(proto(), A::dt);
+  static constexpr dtype dt = t.dt;
+  static constexpr dims shape = t.shape;
+  static constexpr node make() { return detail::with_type(proto(), t); }
 };
 
 template <int Axis, index_t Begin, index_t End, index_t Step, class A>
 struct slice : node_base<A> {
-  static constexpr dtype dt = A::dt;
-  static constexpr dims shape = detail::ok_or_poison(slice_shape(A::shape, Axis, Begin, End, Step));
-  static constexpr node make() {
-    node n = detail::make_node(op::slice, dt, shape);
+  static constexpr node proto() {
+    node n = detail::make_node(op::slice, dtype::f32, dims{});
     n.axis = Axis;
     n.begin = Begin;
     n.end = End;
     n.step = Step;
     return n;
   }
+  static constexpr detail::typed t = detail::by_rule<A>(proto(), A::dt);
+  static constexpr dtype dt = t.dt;
+  static constexpr dims shape = t.shape;
+  static constexpr node make() { return detail::with_type(proto(), t); }
 };
 
 template <int Axis, class A, class B>
 struct concat : node_base<A, B> {
-  static constexpr dtype dt = A::dt;
-  static constexpr dims shape = detail::ok_or_poison(concat_shape(A::shape, B::shape, Axis));
-  static constexpr node make() {
-    node n = detail::make_node(op::concat, dt, shape);
+  static constexpr node proto() {
+    node n = detail::make_node(op::concat, dtype::f32, dims{});
     n.axis = Axis;
     return n;
   }
+  static constexpr detail::typed t = detail::by_rule<A, B>(proto(), A::dt);
+  static constexpr dtype dt = t.dt;
+  static constexpr dims shape = t.shape;
+  static constexpr node make() { return detail::with_type(proto(), t); }
 };
 
 template <dtype D, class A>
 struct cast : node_base<A> {
-  static constexpr dtype dt = D;
-  static constexpr dims shape = A::shape;
-  static constexpr node make() { return detail::make_node(op::cast, D, shape); }
+  static constexpr node proto() { return detail::make_node(op::cast, D, dims{}); }  // the target dtype
+  static constexpr detail::typed t = detail::by_rule<A>(proto(), D);
+  static constexpr dtype dt = t.dt;
+  static constexpr dims shape = t.shape;
+  static constexpr node make() { return detail::with_type(proto(), t); }
 };
 
 /// A high-level op with several operands (softmax, layer_norm, linear, mse_loss,
 /// cross_entropy); Axis is its axis where it has one. Its result dtype is its first operand's.
 template <op O, int Axis, class... K>
 struct composite : node_base<K...> {
-  static constexpr dtype dt = std::tuple_element_t<0, std::tuple<K...>>::dt;
-  static constexpr dims shape = [] {
-    constexpr dims s[] = {K::shape..., dims{}, dims{}, dims{}};  // padded: every case indexes 0..2
-    switch (O) {
-      case op::softmax:
-      case op::log_softmax: return s[0];
-      case op::layer_norm: return detail::ok_or_poison(layer_norm_shape(s[0], s[1], s[2]));
-      case op::linear: return detail::ok_or_poison(linear_shape(s[0], s[1], s[2]));
-      case op::mse_loss: return kiln::broadcast(s[0], s[1]).ok ? dims{} : dims::poison();
-      case op::cross_entropy: return detail::ok_or_poison(cross_entropy_shape(s[0], s[1]));
-      case op::sdpa:
-      case op::sdpa_causal: return detail::ok_or_poison(sdpa_shape(s[0], s[1], s[2], s[3]));
-      default: return dims::poison();
-    }
-  }();
-  static constexpr node make() {
-    node n = detail::make_node(O, dt, shape);
+  static constexpr node proto() {
+    node n = detail::make_node(O, dtype::f32, dims{});
     n.axis = Axis;
     return n;
   }
+  static constexpr detail::typed t = detail::by_rule<K...>(proto(), std::tuple_element_t<0, std::tuple<K...>>::dt);
+  static constexpr dtype dt = t.dt;
+  static constexpr dims shape = t.shape;
+  static constexpr node make() { return detail::with_type(proto(), t); }
 };
 
 /// A built expression: its type names only its structural hash H (record.hpp) and its numbers
@@ -760,7 +818,7 @@ constexpr auto matmul(const A& a, const B& b) {
 template <index_t... To, tensor_operand X>
 constexpr auto reshape(const X& x) {
   using E = decltype(as_expr(x));
-  constexpr bool ok = reshape_shape(E::shape, shape<To...>::value).ok;
+  constexpr bool ok = detail::rule_ok<ex::reshape<shape<To...>, E>>;
   (void)error::reshape_element_counts_differ<as_shape<E::shape>, shape<To...>, ok>::value;
   if constexpr (!ok) return ex::invalid<E::dt>{};
   else return ex::build<ex::reshape<shape<To...>, E>>(as_expr(x));
@@ -807,7 +865,7 @@ constexpr auto transpose(const X& x) {
 template <index_t... To, tensor_operand X>
 constexpr auto broadcast_to(const X& x) {
   using E = decltype(as_expr(x));
-  constexpr bool ok = broadcast_to_shape(E::shape, shape<To...>::value).ok;
+  constexpr bool ok = detail::rule_ok<ex::broadcast<shape<To...>, E>>;
   (void)error::cannot_broadcast_to<as_shape<E::shape>, shape<To...>, ok>::value;
   if constexpr (!ok) return ex::invalid<E::dt>{};
   else return ex::build<ex::broadcast<shape<To...>, E>>(as_expr(x));
@@ -820,7 +878,7 @@ constexpr auto slice(const X& x) {
   using E = decltype(as_expr(x));
   constexpr int r = E::shape.rank;
   constexpr int a = Axis < 0 ? Axis + r : Axis;
-  constexpr bool ok = slice_shape(E::shape, a, Begin, End, Step).ok;
+  constexpr bool ok = detail::rule_ok<ex::slice<a, Begin, End, Step, E>>;
   (void)error::slice_out_of_range<as_shape<E::shape>, slice_args<Axis, Begin, End, Step>, ok>::value;
   if constexpr (!ok) return ex::invalid<E::dt>{};
   else return ex::build<ex::slice<a, Begin, End, Step, E>>(as_expr(x));

@@ -24,26 +24,31 @@ namespace ex {
 /// 0 .. n-1 (i64) for the extent n of A's axis Axis (op::iota; A's values are not read).
 template <int Axis, class A>
 struct iota : node_base<A> {
-  static constexpr dtype dt = dtype::i64;
-  static constexpr dims shape = A::shape.poisoned() ? dims::poison() : dims{A::shape.e[Axis]};
-  static constexpr node make() {
-    node n = detail::make_node(op::iota, dt, shape);
+  static constexpr node proto() {
+    node n = detail::make_node(op::iota, dtype::i64, dims{});  // (the dtype is the node's own)
     n.axis = Axis;
     return n;
   }
+  static constexpr detail::typed t = detail::by_rule<A>(proto(), dtype::i64);
+  static constexpr dtype dt = t.dt;
+  static constexpr dims shape = t.shape;
+  static constexpr node make() { return detail::with_type(proto(), t); }
 };
 /// An op along Axis of A, of A's shape and dtype Dt, with a flag in node.value: cumsum's running
 /// sums (from the end if Flag), argsort's indices (descending if Flag).
 template <op O, dtype Dt, int Axis, bool Flag, class A>
 struct along_axis : node_base<A> {
-  static constexpr dtype dt = Dt;
-  static constexpr dims shape = A::shape;
-  static constexpr node make() {
-    node n = detail::make_node(O, dt, shape);
+  static constexpr node proto() {
+    node n = detail::make_node(O, Dt, dims{});
     n.axis = Axis;
     n.value = Flag ? 1 : 0;
     return n;
   }
+  static constexpr detail::typed t = detail::by_rule<A>(proto(), Dt);
+  static_assert(A::shape.poisoned() || t.dt == Dt, "kiln: along_axis: Dt is not the op's result dtype");
+  static constexpr dtype dt = t.dt;
+  static constexpr dims shape = t.shape;
+  static constexpr node make() { return detail::with_type(proto(), t); }
 };
 }  // namespace ex
 

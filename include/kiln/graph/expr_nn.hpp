@@ -26,53 +26,64 @@ namespace kiln {
 
 namespace ex {
 
+// (dtype and shape by the catalogue's rule, as expr.hpp's node types)
 template <window2d W, bool NegInfPad, class A>
 struct unfold : node_base<A> {
-  static constexpr dtype dt = A::dt;
-  static constexpr dims shape = detail::ok_or_poison(unfold_shape(A::shape, W));
-  static constexpr node make() {
-    node n = detail::make_node(op::unfold, dt, shape);
+  static constexpr node proto() {
+    node n = detail::make_node(op::unfold, dtype::f32, dims{});
     set_window(n, W);
     n.value = NegInfPad ? -std::numeric_limits<double>::infinity() : 0.0;
     return n;
   }
+  static constexpr detail::typed t = detail::by_rule<A>(proto(), A::dt);
+  static constexpr dtype dt = t.dt;
+  static constexpr dims shape = t.shape;
+  static constexpr node make() { return detail::with_type(proto(), t); }
 };
 
 template <window2d W, index_t H, index_t Wd, class A>
 struct fold : node_base<A> {
-  static constexpr dtype dt = A::dt;
-  static constexpr dims shape = detail::ok_or_poison(fold_shape(A::shape, W, H, Wd));
-  static constexpr node make() {
-    node n = detail::make_node(op::fold, dt, shape);
+  static constexpr node proto() {
+    node n = detail::make_node(op::fold, dtype::f32, dims{});
     set_window(n, W);
     set_fold_extents(n, H, Wd);
     return n;
   }
+  static constexpr detail::typed t = detail::by_rule<A>(proto(), A::dt);
+  static constexpr dtype dt = t.dt;
+  static constexpr dims shape = t.shape;
+  static constexpr node make() { return detail::with_type(proto(), t); }
 };
 
 template <class T, class I>
 struct gather : node_base<T, I> {
-  static constexpr dtype dt = T::dt;
-  static constexpr dims shape = detail::ok_or_poison(gather_shape(T::shape, I::shape));
-  static constexpr node make() { return detail::make_node(op::gather, dt, shape); }
+  static constexpr node proto() { return detail::make_node(op::gather, dtype::f32, dims{}); }
+  static constexpr detail::typed t = detail::by_rule<T, I>(proto(), T::dt);
+  static constexpr dtype dt = t.dt;
+  static constexpr dims shape = t.shape;
+  static constexpr node make() { return detail::with_type(proto(), t); }
 };
 
 template <class I, class S, class L>
 struct scatter_add : node_base<I, S, L> {
-  static constexpr dtype dt = S::dt;
-  static constexpr dims shape = detail::ok_or_poison(scatter_add_shape(I::shape, S::shape, L::shape));
-  static constexpr node make() { return detail::make_node(op::scatter_add, dt, shape); }
+  static constexpr node proto() { return detail::make_node(op::scatter_add, dtype::f32, dims{}); }
+  static constexpr detail::typed t = detail::by_rule<I, S, L>(proto(), S::dt);
+  static constexpr dtype dt = t.dt;
+  static constexpr dims shape = t.shape;
+  static constexpr node make() { return detail::with_type(proto(), t); }
 };
 
 template <std::uint32_t Stream, class L, class Seed>
 struct rand : node_base<L, Seed> {
-  static constexpr dtype dt = dtype::f32;
-  static constexpr dims shape = L::shape;
-  static constexpr node make() {
-    node n = detail::make_node(op::rand, dt, shape);
+  static constexpr node proto() {
+    node n = detail::make_node(op::rand, dtype::f32, dims{});
     n.axes = Stream;
     return n;
   }
+  static constexpr detail::typed t = detail::by_rule<L, Seed>(proto(), dtype::f32);
+  static constexpr dtype dt = t.dt;
+  static constexpr dims shape = t.shape;
+  static constexpr node make() { return detail::with_type(proto(), t); }
 };
 
 }  // namespace ex
@@ -113,17 +124,15 @@ namespace ex {
 /// conv2d(x, weight, bias), max_pool2d(x), avg_pool2d(x) with their window.
 template <op O, window2d W, class... K>
 struct windowed : node_base<K...> {
-  static constexpr dtype dt = std::tuple_element_t<0, std::tuple<K...>>::dt;
-  static constexpr dims shape = [] {
-    constexpr dims s[] = {K::shape..., dims{}, dims{}};
-    if constexpr (O == op::conv2d) return detail::ok_or_poison(conv2d_shape(s[0], s[1], s[2], W));
-    else return detail::ok_or_poison(pool2d_shape(s[0], W));
-  }();
-  static constexpr node make() {
-    node n = detail::make_node(O, dt, shape);
+  static constexpr node proto() {
+    node n = detail::make_node(O, dtype::f32, dims{});
     set_window(n, W);
     return n;
   }
+  static constexpr detail::typed t = detail::by_rule<K...>(proto(), std::tuple_element_t<0, std::tuple<K...>>::dt);
+  static constexpr dtype dt = t.dt;
+  static constexpr dims shape = t.shape;
+  static constexpr node make() { return detail::with_type(proto(), t); }
 };
 
 }  // namespace ex
@@ -142,7 +151,7 @@ constexpr window2d square_window() {
 template <op O, window2d W, bool NegInf, class Args = window_args<W.kh, W.sh, W.ph, W.dh>, tensor_operand X>
 constexpr auto unfold_node(const X& x) {
   using E = decltype(as_expr(x));
-  constexpr bool ok = unfold_shape(E::shape, W).ok;
+  constexpr bool ok = detail::rule_ok<ex::unfold<W, NegInf, E>>;
   (void)error::window_does_not_fit<O, as_shape<E::shape>, Args, ok>::value;
   if constexpr (!ok) return ex::invalid<E::dt>{};
   else return ex::build<ex::unfold<W, NegInf, E>>(as_expr(x));
@@ -167,7 +176,7 @@ namespace detail {
 template <window2d Win, index_t H, index_t W, class Args, tensor_operand X>
 constexpr auto fold_node(const X& cols) {
   using E = decltype(as_expr(cols));
-  constexpr bool ok = fold_shape(E::shape, Win, H, W).ok;
+  constexpr bool ok = detail::rule_ok<ex::fold<Win, H, W, E>>;
   (void)error::fold_shapes_do_not_match<as_shape<E::shape>, Args, shape<H, W>, ok>::value;
   if constexpr (!ok) return ex::invalid<E::dt>{};
   else return ex::build<ex::fold<Win, H, W, E>>(as_expr(cols));

@@ -25,18 +25,23 @@ namespace kiln {
 
 namespace ex {
 
+// (dtype and shape by the catalogue's rule, as expr.hpp's node types)
 template <class L, class W>
 struct grad : node_base<L, W> {
-  static constexpr dtype dt = W::dt;
-  static constexpr dims shape = W::shape;
-  static constexpr node make() { return detail::make_node(op::grad, dt, shape); }
+  static constexpr node proto() { return detail::make_node(op::grad, dtype::f32, dims{}); }
+  static constexpr detail::typed t = detail::by_rule<L, W>(proto(), W::dt);
+  static constexpr dtype dt = t.dt;
+  static constexpr dims shape = t.shape;
+  static constexpr node make() { return detail::with_type(proto(), t); }
 };
 
 template <class Y, class X, class U>
 struct jvp : node_base<Y, X, U> {
-  static constexpr dtype dt = Y::dt;
-  static constexpr dims shape = Y::shape;
-  static constexpr node make() { return detail::make_node(op::jvp, dt, shape); }
+  static constexpr node proto() { return detail::make_node(op::jvp, dtype::f32, dims{}); }
+  static constexpr detail::typed t = detail::by_rule<Y, X, U>(proto(), Y::dt);
+  static constexpr dtype dt = t.dt;
+  static constexpr dims shape = t.shape;
+  static constexpr node make() { return detail::with_type(proto(), t); }
 };
 
 /// The incoming gradient inside a custom rule (a marker the autodiff pass replaces).
