@@ -230,3 +230,59 @@ TEST_CASE("kiln's formulas write their constants as literals: over placeholders 
   CHECK(traced<decltype(y)>::value.nodes.size() <= 70);
   CHECK(traced<decltype(sinh(A{}))>::value.nodes.size() <= 90);
 }
+
+TEST_CASE("node attributes: one list, from which equality, hashes and the recorded key follow") {
+  // a node with every attribute set, and for each attribute a copy that differs in it alone
+  node base = passes::builder::make(op::slice, f32, dims{4, 5});
+  base.in[0] = 0;
+  base.axes = 0b101;
+  base.keepdim = true;
+  base.axis = 1;
+  base.begin = 2;
+  base.end = 7;
+  base.step = 3;
+  base.perm.set(0, 1);
+  base.value = 0.25;
+  std::vector<node> changed;
+  for (int f = 0; f < 8; ++f) {
+    node n = base;
+    switch (f) {
+      case 0: n.axes = 0b100; break;
+      case 1: n.keepdim = false; break;
+      case 2: n.axis = 0; break;
+      case 3: n.begin = 1; break;
+      case 4: n.end = 6; break;
+      case 5: n.step = 2; break;
+      case 6: n.perm.set(1, 0); n.perm.set(0, 2); break;
+      default: n.value = -0.25; break;
+    }
+    changed.push_back(n);
+  }
+  // -0.0 and 0.0 are different attributes (a constant of either is its own value)
+  node zero = base, negzero = base;
+  zero.value = 0.0;
+  negzero.value = -0.0;
+  changed.push_back(negzero);
+  CHECK(kiln::detail::node_of(kiln::detail::key_of(base)).value == base.value);
+  CHECK(same_attributes(kiln::detail::node_of(kiln::detail::key_of(base)), base));
+  for (std::size_t f = 0; f < changed.size(); ++f) {
+    CAPTURE(f);
+    const node& ref = f + 1 == changed.size() ? zero : base;
+    const node& n = changed[f];
+    CHECK_FALSE(same_attributes(n, ref));
+    CHECK_FALSE(passes::detail::same_node(n, ref));
+    CHECK_FALSE(kiln::detail::same_node_value(n, ref));
+    CHECK(kiln::detail::node_hash(n) != kiln::detail::node_hash(ref));
+    CHECK_FALSE(kiln::detail::key_of(n).a == kiln::detail::key_of(ref).a);
+    // and the key gives the node back
+    CHECK(same_attributes(kiln::detail::node_of(kiln::detail::key_of(n)), n));
+  }
+  // the same at compile time
+  static_assert([] {
+    node a = passes::builder::make(op::cumsum, f64, dims{3});
+    node b = a;
+    b.value = 1;  // reverse
+    return !same_attributes(a, b) && kiln::detail::node_hash(a) != kiln::detail::node_hash(b) &&
+           same_attributes(kiln::detail::node_of(kiln::detail::key_of(b)), b);
+  }());
+}

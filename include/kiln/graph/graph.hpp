@@ -9,6 +9,7 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -72,6 +73,34 @@ struct node {
     name_len = static_cast<std::uint8_t>(s.size() < max_name ? s.size() : max_name);
   }
 };
+
+/// A node's attributes as words: the one list of them. Equality of nodes (canonicalize's CSE,
+/// trace's sharing), their hashes (record.hpp's structural hash, CSE's table) and the
+/// registered key of a built expression (record.hpp's node_key) all read the attributes through
+/// it, so an attribute added to node is added here once and nowhere else.
+inline constexpr int attribute_words = 7;
+struct attributes {
+  std::uint64_t w[attribute_words]{};
+  friend constexpr bool operator==(const attributes&, const attributes&) = default;
+};
+constexpr attributes attributes_of(const node& n) {
+  return {{std::uint64_t{n.axes} | std::uint64_t{n.keepdim} << 32, static_cast<std::uint32_t>(n.axis),
+           static_cast<std::uint64_t>(n.begin), static_cast<std::uint64_t>(n.end), static_cast<std::uint64_t>(n.step),
+           n.perm.bits, std::bit_cast<std::uint64_t>(n.value)}};
+}
+/// attributes_of's inverse.
+constexpr void set_attributes(node& n, const attributes& a) {
+  n.axes = static_cast<std::uint32_t>(a.w[0]);
+  n.keepdim = (a.w[0] >> 32) != 0;
+  n.axis = static_cast<int>(static_cast<std::uint32_t>(a.w[1]));
+  n.begin = static_cast<index_t>(a.w[2]);
+  n.end = static_cast<index_t>(a.w[3]);
+  n.step = static_cast<index_t>(a.w[4]);
+  n.perm.bits = static_cast<std::uint32_t>(a.w[5]);
+  n.value = std::bit_cast<double>(a.w[6]);
+}
+/// Whether two nodes have the same attributes.
+constexpr bool same_attributes(const node& a, const node& b) { return attributes_of(a) == attributes_of(b); }
 
 /// The constant node under any reshapes and broadcasts of node i of `nodes` (a constant is rank
 /// 0: one value everywhere, e.g. a gradient's seed 1 reshaped to [1, 1, 1, 1]), or -1.

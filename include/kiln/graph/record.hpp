@@ -117,32 +117,17 @@ struct node_key {
   op o = op::input;
   dtype dt = dtype::f32;
   dims shape{};
-  std::uint32_t axes = 0;
-  bool keepdim = false;
-  int axis = 0;
-  index_t begin = 0, end = 0, step = 1;
-  std::uint32_t perm = 0;
-  std::uint64_t value = 0;  ///< the bits of node::value
+  attributes a{};  ///< graph.hpp's one list of the attributes
 };
 
 namespace detail {
-constexpr node_key key_of(const node& n) {
-  return {n.o, n.dt, n.shape, n.axes, n.keepdim, n.axis, n.begin, n.end, n.step, n.perm.bits,
-          std::bit_cast<std::uint64_t>(n.value)};
-}
+constexpr node_key key_of(const node& n) { return {n.o, n.dt, n.shape, attributes_of(n)}; }
 constexpr node node_of(const node_key& k) {
   node n;
   n.o = k.o;
   n.dt = k.dt;
   n.shape = k.shape;
-  n.axes = k.axes;
-  n.keepdim = k.keepdim;
-  n.axis = k.axis;
-  n.begin = k.begin;
-  n.end = k.end;
-  n.step = k.step;
-  n.perm.bits = k.perm;
-  n.value = std::bit_cast<double>(k.value);
+  set_attributes(n, k.a);
   return n;
 }
 
@@ -162,13 +147,8 @@ constexpr std::uint64_t node_hash(const node& n) {
   std::uint64_t h = mix(static_cast<std::uint64_t>(n.o), static_cast<std::uint64_t>(n.dt));
   h = mix(h, static_cast<std::uint64_t>(n.shape.rank));
   for (int i = 0; i < n.shape.rank; ++i) h = mix(h, static_cast<std::uint64_t>(n.shape.e[i]));
-  h = mix(h, n.axes | (std::uint64_t{n.keepdim} << 32));
-  h = mix(h, static_cast<std::uint64_t>(n.axis));
-  h = mix(h, static_cast<std::uint64_t>(n.begin));
-  h = mix(h, static_cast<std::uint64_t>(n.end));
-  h = mix(h, static_cast<std::uint64_t>(n.step));
-  h = mix(h, n.perm.bits);
-  h = mix(h, std::bit_cast<std::uint64_t>(n.value));
+  const attributes a = attributes_of(n);
+  for (const std::uint64_t w : a.w) h = mix(h, w);
   for (char c : n.label()) h = mix(h, static_cast<std::uint64_t>(static_cast<unsigned char>(c)));
   return h;
 }

@@ -36,9 +36,7 @@ constexpr bool same_placeholder(const node& a, const node& b) {
 
 /// Same node value given the same inputs (the attributes record::hash covers).
 constexpr bool same_node_value(const node& a, const node& b) {
-  return a.o == b.o && a.dt == b.dt && a.shape == b.shape && a.axes == b.axes && a.keepdim == b.keepdim &&
-         a.axis == b.axis && a.begin == b.begin && a.end == b.end && a.step == b.step && a.perm == b.perm &&
-         std::bit_cast<std::uint64_t>(a.value) == std::bit_cast<std::uint64_t>(b.value) && a.label() == b.label();
+  return a.o == b.o && a.dt == b.dt && a.shape == b.shape && same_attributes(a, b) && a.label() == b.label();
 }
 
 /// Subtrees smaller than this are emitted again at each use (CSE merges them later): looking
