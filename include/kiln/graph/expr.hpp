@@ -50,19 +50,6 @@ constexpr dims all_dyn(int rank) {
   for (int i = 0; i < rank; ++i) d.e[i] = dyn;
   return d;
 }
-constexpr dims ok_or_poison(const shape_result& r) { return r.ok ? r.shape : dims::poison(); }
-/// The broadcast of two or three shapes, or poison. (A function, not a lambda in each node
-/// type's initializer: a closure type per instantiation costs the compiler memory.)
-constexpr dims broadcast_or_poison(const dims& a, const dims& b) {
-  const broadcast_result r = kiln::broadcast(a, b);
-  return r.ok ? r.shape : dims::poison();
-}
-constexpr dims broadcast_or_poison(const dims& a, const dims& b, const dims& c) {
-  const broadcast_result r1 = kiln::broadcast(a, b);
-  const broadcast_result r2 = kiln::broadcast(r1.shape, c);
-  return r1.ok && r2.ok ? r2.shape : dims::poison();
-}
-
 constexpr node make_node(op o, dtype dt, const dims& shape) {
   node n;
   n.o = o;

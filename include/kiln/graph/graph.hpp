@@ -64,8 +64,8 @@ struct node {
   std::uint8_t name_len = 0;
   std::uint8_t phase = 0;  ///< 0 forward; 1 emitted by differentiation (backward, tangents); 2 recomputed
 
-  /// Number of inputs (layer_norm has a fourth, its epsilon).
-  constexpr int nin() const { return o == op::layer_norm ? 4 : detail::op_table[static_cast<int>(o)].arity; }
+  /// Number of inputs (the catalogue's arity).
+  constexpr int nin() const { return detail::op_table[static_cast<int>(o)].arity; }
   constexpr std::string_view label() const { return name_len ? std::string_view{name, name_len} : std::string_view{}; }
   /// Names the node; s must live in static storage (a literal, or a template parameter object).
   constexpr void set_name(std::string_view s) {

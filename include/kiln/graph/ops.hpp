@@ -179,7 +179,7 @@ inline constexpr op_info op_table[] = {
     row("rand", K::random, 2, 0, 1),
     row("softmax", K::composite, 1, decomposed),
     row("log_softmax", K::composite, 1, decomposed),
-    row("layer_norm", K::composite, 3, decomposed),
+    row("layer_norm", K::composite, 4, decomposed),  // x, gamma, beta and its epsilon (a rank-0 value)
     row("linear", K::composite, 3, decomposed),
     row("mse_loss", K::composite, 2, decomposed),
     row("cross_entropy", K::composite, 2, decomposed),

@@ -181,12 +181,11 @@ constexpr node_range members_in(int k) {
   return {t.node.data() + t.start[static_cast<std::size_t>(k)], t.node.data() + t.start[static_cast<std::size_t>(k) + 1]};
 }
 
-/// The role of a node of shape `shape` in a reduction kernel over `space` and `axes`.
+/// The role of a node of shape `shape` in a reduction kernel over `space` and `axes`
+/// (passes::position_in, whose 0, 1, 2 are role's full, keep, nokeep), or -1.
 constexpr int role_in(const dims& shape, const dims& space, std::uint32_t axes) {
-  if (shape == space) return static_cast<int>(role::full);
-  if (shape == reduce_shape(space, axes, true).shape) return static_cast<int>(role::keep);
-  if (shape == reduce_shape(space, axes, false).shape) return static_cast<int>(role::nokeep);
-  return -1;
+  static_assert(static_cast<int>(role::full) == 0 && static_cast<int>(role::keep) == 1 && static_cast<int>(role::nokeep) == 2);
+  return passes::position_in(shape, space, axes);
 }
 
 /// How an operand `x` of a node in kernel k is read: 0 register, 1 constant, 2 scalar, 3 memory.
