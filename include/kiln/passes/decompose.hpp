@@ -306,7 +306,11 @@ struct decomposer {
   /// Emits node n (inputs already renumbered) in primitive form; returns its new index.
   constexpr int run(const node& n) {
     const rule r = rule_for(n.o);
-    return r.present ? r.apply(*this, n) : b.emit(n);
+    if (r.present) return r.apply(*this, n);
+    // a node kept as it is takes its shape from the rule again: its inputs' decompositions may
+    // know more than the composite did (sdpa's mask, broadcast over a dyn length, fixes it)
+    const op_kind k = kind_of(n.o);
+    return k == op_kind::leaf || k == op_kind::constant ? b.emit(n) : b.emit_inferred(n);
   }
 };
 
