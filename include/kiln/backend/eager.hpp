@@ -576,20 +576,19 @@ KILN_LAZY any_tensor run_unfold(const node& n, const any_tensor& x, const dims& 
 
 KILN_LAZY any_tensor run_fold(const node& n, const any_tensor& cols, const dims& shape) {
   const window2d w = window_of(n);
-  const shape_result r{shape, true};
   any_tensor out(n.dt, shape);
   const index_t rows = cols.shape().e[1], ncol = cols.shape().e[2];
   visit(n.dt, [&]<dtype D>() {
     if constexpr (is_floating(D)) {
-      std::vector<double> acc(static_cast<std::size_t>(r.shape.numel()), 0.0);
-      const dims os = contiguous_strides(r.shape);
-      for (index_t b = 0; b < r.shape.e[0]; ++b)
-        for_each_window_element(r.shape, os, b * os.e[0], w, [&](index_t row, index_t col, index_t off) {
+      std::vector<double> acc(static_cast<std::size_t>(shape.numel()), 0.0);
+      const dims os = contiguous_strides(shape);
+      for (index_t b = 0; b < shape.e[0]; ++b)
+        for_each_window_element(shape, os, b * os.e[0], w, [&](index_t row, index_t col, index_t off) {
           if (off >= 0)
             acc[static_cast<std::size_t>(off)] +=
                 load<D>(cols.bytes(), b * cols.strides().e[0] + row * cols.strides().e[1] + col * cols.strides().e[2]);
         });
-      for (index_t i = 0; i < r.shape.numel(); ++i) store<D>(out.bytes(), i, static_cast<compute_t<D>>(acc[static_cast<std::size_t>(i)]));
+      for (index_t i = 0; i < shape.numel(); ++i) store<D>(out.bytes(), i, static_cast<compute_t<D>>(acc[static_cast<std::size_t>(i)]));
       (void)rows;
       (void)ncol;
     } else {

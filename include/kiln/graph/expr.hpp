@@ -68,18 +68,12 @@ struct typed {
 /// `poisoned`) where an operand is, or where the rule refuses them: the builder that made the
 /// node has reported that mistake (one error per mistake; a tangent of the wrong shape still
 /// makes its jvp node).
-/// An operand as by_rule hands it to infer.
-struct rule_operand {
-  op o;
-  dtype dt;
-  const dims& shape;
-};
 /// (One function for every node type: a template per operand list, with infer's lambda in it,
 /// cost the compiler memory per node type.)
 constexpr typed by_rule(const node& n, const dims* s, const dtype* d, int count, dtype poisoned) {
   for (int j = 0; j < count; ++j)
     if (s[j].poisoned()) return {poisoned, dims::poison()};
-  const inferred r = infer(n, [&](int j) { return rule_operand{op::input, d[j], s[j]}; });
+  const inferred r = infer(n, [&](int j) { return operand{op::input, d[j], s[j]}; });
   if (r.error) return {poisoned, dims::poison()};
   return {r.dt, r.shape};
 }

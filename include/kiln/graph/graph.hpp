@@ -293,6 +293,15 @@ struct inferred {
 };
 inline constexpr std::int8_t cite_none = -1, cite_own = -2;
 
+/// An operand as infer reads it where it is not a graph's node (a run-time value, a capture
+/// node type's operand, a named extent): dtype and shape (a reference: infer reads it many times),
+/// and the op only the cotangent marker's rule reads.
+struct operand {
+  op o;
+  dtype dt;
+  const dims& shape;
+};
+
 /// infer's answer for an op it has no rule for (a missing case: the catalogue's check below).
 inline constexpr const char* no_shape_rule = "belong to an op without a shape rule (graph.hpp's infer)";
 
@@ -462,16 +471,11 @@ namespace detail {
 /// element: a rule may refuse them, but only a missing one answers no_shape_rule.)
 constexpr int first_op_without_shape_rule() {
   const dims scalar{};
-  struct any_operand {
-    op o;
-    dtype dt;
-    const dims& shape;
-  };
   for (int i = 0; i < op_count; ++i) {
     node n;
     n.o = static_cast<op>(i);
     for (int j = 0; j < n.nin(); ++j) n.in[j] = j;
-    const char* e = infer(n, [&](int) { return any_operand{op::input, dtype::f32, scalar}; }).error;
+    const char* e = infer(n, [&](int) { return operand{op::input, dtype::f32, scalar}; }).error;
     // (by their characters: clang does not compare the addresses of string literals in
     // constant evaluation)
     if (e && std::string_view(e) == std::string_view(no_shape_rule)) return i;

@@ -3,30 +3,20 @@
 // rule, and the message of an error, are the same wherever a plan runs.
 #pragma once
 
-#include <string>
-
 #include "../core/config.hpp"
 #include "../core/error.hpp"
 #include "graph.hpp"
 
 namespace kiln {
 
-/// An operand as infer reads it: op (only the cotangent marker's is read), dtype and shape (a
-/// reference: infer reads it many times, on every call of a plan).
-struct operand {
-  op o;
-  dtype dt;
-  const dims& shape;
-};
-
 namespace detail {
 /// Throws the shape_error of a failed rule: "kiln: <op>: shapes <a> and <b> <why>" with the
-/// shapes the rule cites (cited[j], or nullptr).
+/// shapes the rule cites (a and b; nullptr where it cites fewer).
 [[noreturn]] KILN_RUNTIME void throw_inferred(const node& n, const inferred& r, const dims* a, const dims* b);
 }  // namespace detail
 
-/// Node n's run-time shape from its operands (`in(j)`: an operand, or anything with o, dt and
-/// shape); throws shape_error naming the op and the shapes its rule cites, or saying that the
+/// Node n's run-time shape from its operands (`in(j)`: an operand (graph.hpp), or anything
+/// with o, dt and shape); throws shape_error naming the op and the shapes its rule cites, or saying that the
 /// result has more elements than kiln counts (2^59).
 template <class In>
 dims resolve_shape(const node& n, In in) {

@@ -33,11 +33,6 @@ constexpr cvec<dims> symbolic_shapes(const G& g) {
   cvec<dims> sym(n, dims{});
   dims* sy = sym.data();  // raw pointers: no call per element in constant evaluation
   const node* nd = g.nodes.data();
-  struct named {
-    op o;
-    dtype dt;
-    const dims& shape;
-  };
   for (std::size_t u = 0; u < n; ++u) {
     const node& x = nd[u];
     dims r = x.shape;
@@ -45,21 +40,12 @@ constexpr cvec<dims> symbolic_shapes(const G& g) {
       for (int i = 0; i < r.rank; ++i)
         if (is_dyn(r.e[i])) r.e[i] = extent_name(x.slot, i);
     } else if (kind_of(x.o) != op_kind::constant) {
-      const inferred s = infer(x, [&](int j) { return named{nd[x.in[j]].o, nd[x.in[j]].dt, sy[x.in[j]]}; });
+      const inferred s = infer(x, [&](int j) { return operand{nd[x.in[j]].o, nd[x.in[j]].dt, sy[x.in[j]]}; });
       if (!s.error) r = s.shape;
     }
     sy[u] = r;
   }
   return sym;
-}
-
-/// The position of a node of shape `shape` in a reduction kernel over `space` and `axes`: 0
-/// the whole space, 1 the reduced space with the reduced axes kept, 2 without them, -1 neither.
-constexpr int position_in(const dims& shape, const dims& space, std::uint32_t axes) {
-  if (shape == space) return 0;
-  if (shape == reduce_shape(space, axes, true).shape) return 1;
-  if (shape == reduce_shape(space, axes, false).shape) return 2;
-  return -1;
 }
 
 /// For each kernel of schedule (or fused graph) s, whether its nodes surely have at run time

@@ -82,6 +82,15 @@ constexpr bytes_t bytes_of(const dims& s, dtype dt) {
   return {0, fixed, dyns > 1};
 }
 
+/// The position of a node of shape `shape` in a reduction kernel over `space` and `axes`: 0
+/// the whole space, 1 the reduced space with the reduced axes kept, 2 without them, -1 neither.
+constexpr int position_in(const dims& shape, const dims& space, std::uint32_t axes) {
+  if (shape == space) return 0;
+  if (shape == reduce_shape(space, axes, true).shape) return 1;
+  if (shape == reduce_shape(space, axes, false).shape) return 2;
+  return -1;
+}
+
 struct kernel {
   kernel_kind kind = kernel_kind::pointwise;
   dims space{};              ///< iteration space: output shape, or a reduction's input shape
@@ -200,9 +209,7 @@ struct fuser {
     switch (k.kind) {
       case kernel_kind::pointwise:
       case kernel_kind::matmul: return n.shape == k.space;
-      case kernel_kind::reduction:
-        return n.shape == k.space || n.shape == reduce_shape(k.space, k.axes, true).shape ||
-               n.shape == reduce_shape(k.space, k.axes, false).shape;
+      case kernel_kind::reduction: return position_in(n.shape, k.space, k.axes) >= 0;
     }
     return false;
   }
